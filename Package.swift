@@ -1,0 +1,92 @@
+// swift-tools-version: 6.1
+//
+// Courier: Apple's URL Loading System for Linux, on its own network stack.
+// The targets form the house of layers described in docs/internals/architecture.md:
+// a target imports only the targets beneath it.
+
+import PackageDescription
+
+let package = Package(
+    name: "Courier",
+    products: [
+        .library(name: "Courier", targets: ["Courier"]),
+        .executable(name: "courier", targets: ["CourierCLI"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
+    ],
+    targets: [
+        // C shims and system libraries.
+        .target(name: "CCourierLinux"),
+        .systemLibrary(
+            name: "CCourierOpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CCourierNghttp2",
+            pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"])]
+        ),
+
+        // Pure vocabulary: bytes, fields, heads, validation, limits.
+        .target(name: "CourierCore"),
+
+        // Pure protocol cores.
+        .target(name: "CourierHTTP1", dependencies: ["CourierCore"]),
+        .target(
+            name: "CourierPool",
+            dependencies: [.product(name: "DequeModule", package: "swift-collections")]
+        ),
+
+        // IO: epoll selector, event loops, timers, sockets, resolver.
+        .target(
+            name: "CourierReactor",
+            dependencies: [
+                "CourierCore", "CCourierLinux",
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "HeapModule", package: "swift-collections"),
+            ]
+        ),
+
+        // IO drivers joining the cores to the reactor.
+        .target(
+            name: "CourierTransport",
+            dependencies: [
+                "CourierCore", "CourierHTTP1", "CourierPool", "CourierReactor",
+                .product(name: "DequeModule", package: "swift-collections"),
+            ]
+        ),
+
+        // Public API.
+        .target(name: "Courier", dependencies: ["CourierCore", "CourierTransport"]),
+
+        // The `courier` command-line client.
+        .executableTarget(
+            name: "CourierCLI",
+            dependencies: [
+                "Courier",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
+        // Test support: real peers on loopback (nginx, a scripted raw server).
+        .target(name: "_CourierTestSupport", dependencies: ["CCourierLinux"], path: "Tests/_CourierTestSupport"),
+
+        .testTarget(name: "CourierCoreTests", dependencies: ["CourierCore"]),
+        .testTarget(name: "CourierPoolTests", dependencies: ["CourierPool"]),
+        .testTarget(
+            name: "CourierHTTP1Tests",
+            dependencies: ["CourierHTTP1", "CourierCore"],
+            resources: [.copy("Transcripts")]
+        ),
+        .testTarget(name: "CourierReactorTests", dependencies: ["CourierReactor", "_CourierTestSupport"]),
+        .testTarget(name: "CourierTests", dependencies: ["Courier"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["Courier", "CourierTransport", "_CourierTestSupport"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

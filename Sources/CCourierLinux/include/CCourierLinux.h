@@ -1,0 +1,74 @@
+// Courier's window onto the Linux system calls that Glibc's Swift module does not import:
+// epoll, eventfd, and a few socket constants that come through as macros or C enums.
+#ifndef C_COURIER_LINUX_H
+#define C_COURIER_LINUX_H
+
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <signal.h>
+#include <stdint.h>
+
+// epoll event bits, as plain integers (the header declares them as an enum plus macros).
+static const uint32_t courier_EPOLLIN = EPOLLIN;
+static const uint32_t courier_EPOLLOUT = EPOLLOUT;
+static const uint32_t courier_EPOLLERR = EPOLLERR;
+static const uint32_t courier_EPOLLHUP = EPOLLHUP;
+static const uint32_t courier_EPOLLRDHUP = EPOLLRDHUP;
+
+static const int courier_EPOLL_CTL_ADD = EPOLL_CTL_ADD;
+static const int courier_EPOLL_CTL_MOD = EPOLL_CTL_MOD;
+static const int courier_EPOLL_CTL_DEL = EPOLL_CTL_DEL;
+static const int courier_EPOLL_CLOEXEC = EPOLL_CLOEXEC;
+static const int courier_EFD_CLOEXEC = EFD_CLOEXEC;
+static const int courier_EFD_NONBLOCK = EFD_NONBLOCK;
+
+static const int courier_SOCK_NONBLOCK = SOCK_NONBLOCK;
+static const int courier_SOCK_CLOEXEC = SOCK_CLOEXEC;
+static const int courier_SOCK_STREAM = SOCK_STREAM;
+static const int courier_MSG_NOSIGNAL = MSG_NOSIGNAL;
+
+/// Reads the 64-bit payload of an epoll event (the struct is packed on x86-64, which Swift
+/// cannot always read field by field).
+static inline uint64_t courier_epoll_event_data(const struct epoll_event *event) {
+    return event->data.u64;
+}
+
+static inline uint32_t courier_epoll_event_events(const struct epoll_event *event) {
+    return event->events;
+}
+
+/// Adds, modifies or deletes an epoll registration carrying a 64-bit token.
+static inline int courier_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t token) {
+    struct epoll_event event;
+    event.events = events;
+    event.data.u64 = token;
+    return epoll_ctl(epfd, op, fd, &event);
+}
+
+// GNU extensions live in CCourierLinux.c, compiled with _GNU_SOURCE; defining that macro in
+// this header would change the system headers under every module that imports it.
+
+/// accept4(fd, NULL, NULL, flags).
+int courier_accept4(int fd, int flags);
+
+/// getaddrinfo's EAI_NODATA.
+int courier_eai_nodata(void);
+
+/// getaddrinfo's EAI_ADDRFAMILY.
+int courier_eai_addrfamily(void);
+
+/// Size in bytes of one epoll event, for allocating event arrays from Swift.
+static inline size_t courier_epoll_event_size(void) { return sizeof(struct epoll_event); }
+
+#endif

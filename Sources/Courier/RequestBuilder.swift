@@ -1,0 +1,169 @@
+import CourierCore
+import CourierHTTP1
+import CourierTransport
+import Foundation
+
+/// Turns a `URLRequest` and the session's configuration into what the transport carries:
+/// the origin, the request head with default, configured and caller fields merged, the body
+/// and the timeouts.
+enum RequestBuilder {
+    /// Default `User-Agent`: the process name and Courier's version.
+    static let userAgent = "\(ProcessInfo.processInfo.processName) Courier/\(Courier.version) (Linux)"
+
+    /// Default `Accept-Language`: the user's preferred languages, with falling weights.
+    static let acceptLanguage: String = {
+        let languages = Locale.preferredLanguages.prefix(6).map { $0.replacingOccurrences(of: "_", with: "-") }
+        guard !languages.isEmpty else { return "en" }
+        return languages.enumerated().map { index, language in
+            index == 0 ? language : "\(language);q=\(String(format: "%.1f", max(0.1, 1.0 - Double(index) * 0.1)))"
+        }.joined(separator: ", ")
+    }()
+
+    static func make(
+        _ request: URLRequest, configuration: URLSessionConfiguration, body source: TaskRunner.BodySource
+    ) throws(URLError) -> TransportRequest {
+        guard let url = request.url else {
+            throw .courier(.unsupportedURL, "The request has no URL.", url: nil)
+        }
+        let origin = try origin(of: url)
+        let method = HTTPMethod(request.httpMethod ?? "GET")
+
+        var fields = HTTPFields()
+        let callerFields = request.orderedHeaderFields
+        func callerHas(_ name: String) -> Bool {
+            callerFields.contains { $0.name.caseInsensitiveCompare(name) == .orderedSame }
+        }
+        // Request beats configuration, configuration beats defaults.
+        for (name, value) in callerFields { fields.append(name: name, value: value) }
+        for (name, value) in configuration.additionalHeaderFields where !callerHas(name) && !fields.contains(name) {
+            fields.append(name: name, value: value)
+        }
+        if !fields.contains("User-Agent") { fields.append(name: "User-Agent", value: userAgent) }
+        if !fields.contains("Accept") { fields.append(name: "Accept", value: "*/*") }
+        if !fields.contains("Accept-Language") { fields.append(name: "Accept-Language", value: acceptLanguage) }
+
+        let body = try makeBody(request, source: source, url: url)
+        if case .empty = body {} else if method == .post && !fields.contains("Content-Type") {
+            // As Apple does: a form is assumed when a POST body says nothing of its type.
+            fields.append(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        }
+
+        let head = HTTPRequestHead(method: method, target: target(of: url), authority: origin.authority, scheme: origin.scheme.rawValue, fields: fields)
+        do {
+            try HTTP1RequestEncoder.validate(head)
+        } catch {
+            throw .from(.localProtocol(error), url: url)
+        }
+        let timeout = request.isTimeoutIntervalSet ? request.timeoutInterval : configuration.timeoutIntervalForRequest
+        var transportRequest = TransportRequest(origin: origin, head: head, body: body, idleTimeout: duration(timeout))
+        transportRequest.deadline = .now + duration(configuration.timeoutIntervalForResource)
+        return transportRequest
+    }
+
+    /// The origin of an http(s) URL; other schemes are unsupported, a URL without host is bad.
+    static func origin(of url: URL) throws(URLError) -> Origin {
+        guard let schemeText = url.scheme?.lowercased(), let scheme = Origin.Scheme(rawValue: schemeText) else {
+            throw .courier(.unsupportedURL, "The URL scheme \(url.scheme.map { "\"\($0)\"" } ?? "(none)") is not supported.", url: url)
+        }
+        guard scheme == .http else {
+            throw .courier(.unsupportedURL, "https is not supported by this build of Courier yet.", url: url)
+        }
+        guard var host = url.host(percentEncoded: false), !host.isEmpty else {
+            throw .courier(.badURL, "The URL has no host.", url: url)
+        }
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        var port: UInt16?
+        if let number = url.port {
+            guard let valid = UInt16(exactly: number), valid > 0 else {
+                throw .courier(.badURL, "The URL's port \(number) is out of range.", url: url)
+            }
+            port = valid
+        }
+        return Origin(scheme: scheme, host: host, port: port)
+    }
+
+    /// The origin-form request target: the path (at least "/") and the query, as encoded in the URL.
+    static func target(of url: URL) -> String {
+        var path = url.path(percentEncoded: true)
+        if path.isEmpty { path = "/" }
+        if let query = url.query(percentEncoded: true) { path += "?" + query }
+        return path
+    }
+
+    private static func makeBody(_ request: URLRequest, source: TaskRunner.BodySource, url: URL) throws(URLError) -> RequestBody {
+        switch source {
+        case .data(let data):
+            return .bytes(data)
+        case .file(let fileURL):
+            let path = fileURL.path
+            guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+                  (attributes[.type] as? FileAttributeType) == .typeRegular,
+                  let size = (attributes[.size] as? NSNumber)?.int64Value,
+                  let handle = FileHandle(forReadingAtPath: path) else {
+                throw .courier(.fileDoesNotExist, "The file to upload cannot be read: \(path).", url: url)
+            }
+            return .stream(FileBodyProducer(handle: handle), length: size)
+        case .request:
+            if let data = request.httpBody { return .bytes(data) }
+            if let stream = request.httpBodyStream { return .stream(InputStreamBodyProducer(stream: stream), length: nil) }
+            return .empty
+        }
+    }
+
+    /// Seconds as a `Duration`; non-positive and absurd values fall back to Apple's defaults.
+    static func duration(_ seconds: TimeInterval) -> Duration {
+        guard seconds.isFinite, seconds > 0 else { return .seconds(60) }
+        return .milliseconds(Int64(min(seconds, 100 * 365 * 24 * 3600) * 1000))
+    }
+}
+
+/// Reads a request body from an `InputStream`, on a blocking thread.
+final class InputStreamBodyProducer: RequestBodyProducer, @unchecked Sendable {
+    private let stream: InputStream
+    private var opened = false
+
+    init(stream: InputStream) {
+        self.stream = stream
+    }
+
+    func readChunk(maxLength: Int) throws -> Data {
+        if !opened {
+            stream.open()
+            opened = true
+        }
+        var data = Data(count: maxLength)
+        let count = data.withUnsafeMutableBytes { stream.read($0.bindMemory(to: UInt8.self).baseAddress!, maxLength: maxLength) }
+        if count < 0 {
+            throw BodyReadError(message: stream.streamError.map { "\($0)" } ?? "the stream reported an error")
+        }
+        if count == 0 { stream.close() }
+        data.count = count
+        return data
+    }
+}
+
+/// Reads a request body from a file, a chunk at a time.
+final class FileBodyProducer: RequestBodyProducer, @unchecked Sendable {
+    private let handle: FileHandle
+
+    init(handle: FileHandle) {
+        self.handle = handle
+    }
+
+    func readChunk(maxLength: Int) throws -> Data {
+        let data = try handle.read(upToCount: maxLength) ?? Data()
+        if data.isEmpty { try? handle.close() }
+        return data
+    }
+}
+
+struct BodyReadError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}
+
+/// Courier's identity.
+public enum Courier {
+    /// The library version, sent in the default User-Agent.
+    public static let version = "0.1.0"
+}

@@ -1,0 +1,317 @@
+import CourierCore
+import CourierTransport
+import Foundation
+import Synchronization
+
+/// Carries one task through the transport and delivers what happens, in Apple's order, to the
+/// task's completion handler, continuation or delegates.
+///
+/// Transport callbacks arrive on an event loop; user calls (cancel, suspend) on any thread.
+/// The runner's state sits behind a mutex; user code runs only on the session's delegate queue
+/// (completion handlers, delegates) or wherever a continuation resumes its awaiting task.
+final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
+    /// How results reach the caller.
+    enum Delivery {
+        /// Through the delegates: response, data, metrics, completion.
+        case delegate
+        /// Through a completion handler on the delegate queue; data and completion delegate
+        /// callbacks are skipped.
+        case completionHandler(@Sendable (Data?, URLResponse?, (any Error)?) -> Void)
+        /// Through a continuation (async API); data callbacks are skipped.
+        case async
+    }
+
+    /// Where the request body comes from.
+    enum BodySource {
+        /// The request's `httpBody` or `httpBodyStream`.
+        case request
+        /// Bytes given to an upload task.
+        case data(Data)
+        /// A file given to an upload task, streamed from disk.
+        case file(URL)
+    }
+
+    struct State {
+        var exchange: HTTPExchange?
+        var continuation: UnsafeContinuation<(Data, URLResponse), any Error>?
+        var body = Data()
+        var response: HTTPURLResponse?
+        var suspended = false
+        var awaitingDisposition = false
+        /// Bytes handed to the delegate queue and not yet delivered.
+        var queuedBytes = 0
+        /// What the exchange was last told: paused or not.
+        var readingPaused = false
+        var cancelRequested = false
+        var finished = false
+        var startDate = Date()
+        var transactions: [URLSessionTaskTransactionMetrics] = []
+        var request: URLRequest?
+    }
+
+    /// Delegate-queue backlog above which the connection stops reading.
+    static let deliveryHighWatermark = 4 * 1024 * 1024
+    /// Backlog below which reading resumes.
+    static let deliveryLowWatermark = 1024 * 1024
+    /// Largest body size reserved up front from a declared Content-Length.
+    static let maxReservedBodyBytes = 16 * 1024 * 1024
+
+    unowned let task: URLSessionTask
+    let delivery: Delivery
+    let bodySource: BodySource
+    let state = Mutex(State())
+
+    init(task: URLSessionTask, delivery: Delivery, body: BodySource) {
+        self.task = task
+        self.delivery = delivery
+        self.bodySource = body
+    }
+
+    var session: URLSession { task.session }
+
+    /// Stores the continuation of an async call before the task starts.
+    func setContinuation(_ continuation: UnsafeContinuation<(Data, URLResponse), any Error>) {
+        state.withLock { $0.continuation = continuation }
+    }
+
+    // MARK: Control
+
+    func start() {
+        guard let request = task.currentRequest else {
+            finish(.courier(.unsupportedURL, "The task has no request.", url: nil), metrics: nil)
+            return
+        }
+        if session.isInvalidated {
+            finish(.courier(.cancelled, "The session was invalidated before the task started.", url: request.url), metrics: nil)
+            return
+        }
+        let transportRequest: TransportRequest
+        do {
+            transportRequest = try RequestBuilder.make(request, configuration: session.frozenConfiguration, body: bodySource)
+        } catch {
+            finish(error, metrics: nil)
+            return
+        }
+        let expectedToSend: Int64
+        switch transportRequest.body {
+        case .empty: expectedToSend = 0
+        case .bytes(let data): expectedToSend = Int64(data.count)
+        case .stream(_, let length): expectedToSend = length ?? -1
+        }
+        task.storage.withLock { $0.countOfBytesExpectedToSend = expectedToSend }
+        state.withLock { $0.request = request }
+        let exchange = session.transport.execute(transportRequest, delegate: self)
+        let cancelNow = state.withLock { state -> Bool in
+            state.exchange = exchange
+            return state.cancelRequested
+        }
+        if cancelNow { exchange.cancel() }
+    }
+
+    func cancel() {
+        let (exchange, neverStarted) = state.withLock { state -> (HTTPExchange?, Bool) in
+            state.cancelRequested = true
+            return (state.exchange, state.exchange == nil && state.request == nil)
+        }
+        if let exchange {
+            exchange.cancel()
+        } else if neverStarted {
+            finish(.courier(.cancelled, "cancelled", url: task.originalRequest?.url), metrics: nil)
+        }
+    }
+
+    func setSuspended(_ suspended: Bool) {
+        state.withLock { $0.suspended = suspended }
+        updateReading()
+    }
+
+    /// Tells the exchange to pause or resume when what the task needs changed.
+    private func updateReading() {
+        let change = state.withLock { state -> (HTTPExchange, Bool)? in
+            let wanted = state.suspended || state.awaitingDisposition || state.queuedBytes > Self.deliveryHighWatermark
+            let resume = !state.suspended && !state.awaitingDisposition && state.queuedBytes <= Self.deliveryLowWatermark
+            guard let exchange = state.exchange else { return nil }
+            if wanted && !state.readingPaused {
+                state.readingPaused = true
+                return (exchange, true)
+            }
+            if resume && state.readingPaused {
+                state.readingPaused = false
+                return (exchange, false)
+            }
+            return nil
+        }
+        guard let (exchange, pause) = change else { return }
+        if pause { exchange.pauseReading() } else { exchange.resumeReading() }
+    }
+
+    // MARK: HTTPExchangeDelegate (on an event loop)
+
+    func exchange(_ exchange: HTTPExchange, didSendBodyBytes totalBytesSent: Int64) {
+        let (previous, expected) = task.storage.withLock { storage -> (Int64, Int64) in
+            let previous = storage.countOfBytesSent
+            storage.countOfBytesSent = totalBytesSent
+            return (previous, storage.countOfBytesExpectedToSend)
+        }
+        guard let delegate = taskDelegate else { return }
+        let session = self.session, task = self.task
+        enqueue {
+            delegate.urlSession(session, task: task, didSendBodyData: totalBytesSent - previous, totalBytesSent: totalBytesSent, totalBytesExpectedToSend: expected)
+        }
+    }
+
+    func exchange(_ exchange: HTTPExchange, didReceiveHead head: HTTPResponseHead) {
+        guard let url = state.withLock({ $0.request?.url }) else { return }
+        let response = HTTPURLResponse(url: url, head: head)
+        task.storage.withLock { storage in
+            storage.response = response
+            storage.countOfBytesExpectedToReceive = response.expectedContentLength
+        }
+        task.progress.totalUnitCount = response.expectedContentLength
+        switch delivery {
+        case .delegate:
+            state.withLock { $0.response = response }
+            guard let delegate = dataDelegate, let dataTask = task as? URLSessionDataTask else { return }
+            state.withLock { $0.awaitingDisposition = true }
+            updateReading()
+            let session = self.session
+            enqueue {
+                delegate.urlSession(session, dataTask: dataTask, didReceive: response) { [self] disposition in
+                    dispositionArrived(disposition)
+                }
+            }
+        case .completionHandler, .async:
+            let length = response.expectedContentLength
+            state.withLock { state in
+                state.response = response
+                if length > 0 { state.body.reserveCapacity(Int(min(length, Int64(Self.maxReservedBodyBytes)))) }
+            }
+        }
+    }
+
+    func exchange(_ exchange: HTTPExchange, didReceiveBodyBytes bytes: UnsafeRawBufferPointer) {
+        let received = task.storage.withLock { storage -> Int64 in
+            storage.countOfBytesReceived += Int64(bytes.count)
+            return storage.countOfBytesReceived
+        }
+        task.progress.completedUnitCount = received
+        switch delivery {
+        case .delegate:
+            guard let delegate = dataDelegate, let dataTask = task as? URLSessionDataTask else { return }
+            let data = Data(bytes)
+            state.withLock { $0.queuedBytes += data.count }
+            updateReading()
+            let session = self.session
+            enqueue { [self] in
+                delegate.urlSession(session, dataTask: dataTask, didReceive: data)
+                state.withLock { $0.queuedBytes -= data.count }
+                updateReading()
+            }
+        case .completionHandler, .async:
+            state.withLock { $0.body.append(contentsOf: bytes) }
+        }
+    }
+
+    func exchange(_ exchange: HTTPExchange, didCompleteWithTrailers trailers: HTTPFields?, metrics: ExchangeMetrics) {
+        finish(nil, metrics: metrics)
+    }
+
+    func exchange(_ exchange: HTTPExchange, didFailWith error: TransportError, metrics: ExchangeMetrics) {
+        let url = state.withLock { $0.request?.url } ?? task.originalRequest?.url
+        finish(.from(error, url: url), metrics: metrics)
+    }
+
+    // MARK: Completion
+
+    private func dispositionArrived(_ disposition: URLSession.ResponseDisposition) {
+        switch disposition {
+        case .allow:
+            state.withLock { $0.awaitingDisposition = false }
+            updateReading()
+        case .cancel:
+            task.cancel()
+        }
+    }
+
+    /// Completes the task once: records the outcome, then delivers metrics and the result in
+    /// Apple's order.
+    private func finish(_ error: URLError?, metrics: ExchangeMetrics?) {
+        let taskDelegate = self.taskDelegate
+        let outcome = state.withLock { state -> (Data, HTTPURLResponse?, UnsafeContinuation<(Data, URLResponse), any Error>?, URLSessionTaskMetrics?)? in
+            guard !state.finished else { return nil }
+            state.finished = true
+            state.exchange = nil
+            var taskMetrics: URLSessionTaskMetrics?
+            if taskDelegate != nil {
+                if let metrics, let request = state.request {
+                    state.transactions.append(URLSessionTaskTransactionMetrics(
+                        request: request, response: state.response, metrics: metrics,
+                        bodyBytesAfterDecoding: metrics.responseBodyBytesReceived
+                    ))
+                }
+                taskMetrics = URLSessionTaskMetrics(
+                    transactionMetrics: state.transactions,
+                    taskInterval: DateInterval(start: state.startDate, end: max(state.startDate, Date())),
+                    redirectCount: 0
+                )
+            }
+            let body = state.body
+            state.body = Data()
+            let continuation = state.continuation
+            state.continuation = nil
+            return (body, state.response, continuation, taskMetrics)
+        }
+        guard let (body, response, continuation, taskMetrics) = outcome else { return }
+        task.storage.withLock { storage in
+            storage.state = .completed
+            storage.error = error
+        }
+        let session = self.session, task = self.task
+        let reportMetrics: @Sendable () -> Void = {
+            if let taskDelegate, let taskMetrics { taskDelegate.urlSession(session, task: task, didFinishCollecting: taskMetrics) }
+        }
+        switch delivery {
+        case .async:
+            if taskDelegate != nil { enqueue(reportMetrics) }
+            if let continuation {
+                if let error {
+                    continuation.resume(throwing: error)
+                } else if let response {
+                    continuation.resume(returning: (body, response))
+                } else {
+                    continuation.resume(throwing: URLError.courier(.badServerResponse, "No response was received.", url: task.originalRequest?.url))
+                }
+            }
+            session.taskCompleted(task)
+        case .completionHandler(let handler):
+            enqueue {
+                reportMetrics()
+                handler(error == nil ? body : nil, response, error)
+                session.taskCompleted(task)
+            }
+        case .delegate:
+            enqueue {
+                reportMetrics()
+                taskDelegate?.urlSession(session, task: task, didCompleteWithError: error)
+                session.taskCompleted(task)
+            }
+        }
+    }
+
+    // MARK: Delegates
+
+    /// The delegate for task events: the task's own, else the session's.
+    private var taskDelegate: (any URLSessionTaskDelegate)? {
+        task.delegate ?? (session.delegate as? URLSessionTaskDelegate)
+    }
+
+    /// The delegate for data events: the task's own when it handles them, else the session's.
+    private var dataDelegate: (any URLSessionDataDelegate)? {
+        (task.delegate as? URLSessionDataDelegate) ?? (session.delegate as? URLSessionDataDelegate)
+    }
+
+    /// Runs `work` on the session's delegate queue, after everything queued before it.
+    private func enqueue(_ work: @escaping @Sendable () -> Void) {
+        session.delegateQueue.addOperation(work)
+    }
+}

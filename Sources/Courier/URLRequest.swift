@@ -1,0 +1,182 @@
+import Foundation
+
+/// A URL load request, independent of protocol or scheme: Apple's `URLRequest`.
+///
+/// Header field names keep the case they were first set with; lookups ignore case.
+/// `addValue` joins values with a comma. A body is either `httpBody` or `httpBodyStream`;
+/// setting one clears the other.
+public struct URLRequest: Equatable, Hashable, @unchecked Sendable {
+    /// The cache policy of a request; `useProtocolCachePolicy` by default.
+    public enum CachePolicy: UInt, Sendable {
+        case useProtocolCachePolicy = 0
+        case reloadIgnoringLocalCacheData = 1
+        case reloadIgnoringLocalAndRemoteCacheData = 2
+        case returnCacheDataElseLoad = 3
+        case returnCacheDataDontLoad = 4
+        case reloadRevalidatingCacheData = 5
+
+        /// Same as `reloadIgnoringLocalCacheData`.
+        public static var reloadIgnoringCacheData: CachePolicy { .reloadIgnoringLocalCacheData }
+    }
+
+    /// The network service type; accepted and carried, with no effect on Linux.
+    public enum NetworkServiceType: UInt, Sendable {
+        case `default` = 0
+        case voip = 1
+        case video = 2
+        case background = 3
+        case voice = 4
+        case networkServiceTypeCallSignaling = 5
+        case responsiveData = 6
+        case avStreaming = 8
+        case responsiveAV = 9
+        case callSignaling = 11
+    }
+
+    /// The default `timeoutInterval`, in seconds.
+    static let defaultTimeoutInterval: TimeInterval = 60
+
+    public var url: URL?
+    public var cachePolicy: CachePolicy
+    /// Seconds of silence before the request times out. Assigning it makes it win over the
+    /// session's `timeoutIntervalForRequest`; the initializer's value does not.
+    public var timeoutInterval: TimeInterval {
+        get { storedTimeoutInterval }
+        set {
+            storedTimeoutInterval = newValue
+            isTimeoutIntervalSet = true
+        }
+    }
+    public var mainDocumentURL: URL?
+    public var networkServiceType: NetworkServiceType = .default
+    public var allowsCellularAccess = true
+    public var allowsExpensiveNetworkAccess = true
+    public var allowsConstrainedNetworkAccess = true
+    /// Accepted; Courier speaks HTTP/1.1 and HTTP/2.
+    public var assumesHTTP3Capable = false
+    public var requiresDNSSECValidation = false
+    public var httpShouldHandleCookies = true
+    public var httpShouldUsePipelining = true
+
+    private var storedTimeoutInterval: TimeInterval
+    /// True once `timeoutInterval` was assigned.
+    private(set) var isTimeoutIntervalSet = false
+    private var method = "GET"
+    /// Header fields in the order they were first set.
+    private var headerFields: [(name: String, value: String)] = []
+    private var body: Body = .none
+
+    private enum Body {
+        case none
+        case data(Data)
+        case stream(InputStream)
+    }
+
+    public init(url: URL, cachePolicy: CachePolicy = .useProtocolCachePolicy, timeoutInterval: TimeInterval = 60.0) {
+        self.url = url
+        self.cachePolicy = cachePolicy
+        self.storedTimeoutInterval = timeoutInterval
+    }
+
+    /// The HTTP method; "GET" unless set. Common methods are upper-cased; nil restores "GET".
+    public var httpMethod: String? {
+        get { method }
+        set {
+            guard let newValue else {
+                method = "GET"
+                return
+            }
+            let upper = newValue.uppercased()
+            method = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"].contains(upper) ? upper : newValue
+        }
+    }
+
+    /// Every header field; nil when there are none.
+    public var allHTTPHeaderFields: [String: String]? {
+        get {
+            guard !headerFields.isEmpty else { return nil }
+            var result: [String: String] = [:]
+            for field in headerFields { result[field.name] = field.value }
+            return result
+        }
+        set {
+            headerFields = []
+            for (name, value) in (newValue ?? [:]).sorted(by: { $0.key < $1.key }) {
+                setValue(value, forHTTPHeaderField: name)
+            }
+        }
+    }
+
+    /// The value of a header field, found without regard to case.
+    public func value(forHTTPHeaderField field: String) -> String? {
+        headerFields.first { $0.name.caseInsensitiveCompare(field) == .orderedSame }?.value
+    }
+
+    /// Sets (or, with nil, removes) a header field.
+    public mutating func setValue(_ value: String?, forHTTPHeaderField field: String) {
+        let index = headerFields.firstIndex { $0.name.caseInsensitiveCompare(field) == .orderedSame }
+        switch (index, value) {
+        case (let index?, let value?): headerFields[index].value = value
+        case (let index?, nil): headerFields.remove(at: index)
+        case (nil, let value?): headerFields.append((field, value))
+        case (nil, nil): break
+        }
+    }
+
+    /// Appends a value to a header field, comma-separated.
+    public mutating func addValue(_ value: String, forHTTPHeaderField field: String) {
+        if let index = headerFields.firstIndex(where: { $0.name.caseInsensitiveCompare(field) == .orderedSame }) {
+            headerFields[index].value += "," + value
+        } else {
+            headerFields.append((field, value))
+        }
+    }
+
+    /// The body as bytes.
+    public var httpBody: Data? {
+        get {
+            if case .data(let data) = body { return data }
+            return nil
+        }
+        set { body = newValue.map { .data($0) } ?? .none }
+    }
+
+    /// The body as a stream, read as the request is sent (chunked on HTTP/1.1).
+    public var httpBodyStream: InputStream? {
+        get {
+            if case .stream(let stream) = body { return stream }
+            return nil
+        }
+        set { body = newValue.map { .stream($0) } ?? .none }
+    }
+
+    /// Header fields in order, with their names as set.
+    var orderedHeaderFields: [(name: String, value: String)] { headerFields }
+
+    public static func == (lhs: URLRequest, rhs: URLRequest) -> Bool {
+        guard lhs.url == rhs.url, lhs.cachePolicy == rhs.cachePolicy, lhs.timeoutInterval == rhs.timeoutInterval,
+              lhs.mainDocumentURL == rhs.mainDocumentURL, lhs.networkServiceType == rhs.networkServiceType,
+              lhs.allowsCellularAccess == rhs.allowsCellularAccess, lhs.httpMethod == rhs.httpMethod,
+              lhs.httpShouldHandleCookies == rhs.httpShouldHandleCookies,
+              lhs.httpShouldUsePipelining == rhs.httpShouldUsePipelining,
+              lhs.allHTTPHeaderFields == rhs.allHTTPHeaderFields else { return false }
+        switch (lhs.body, rhs.body) {
+        case (.none, .none): return true
+        case (.data(let l), .data(let r)): return l == r
+        case (.stream(let l), .stream(let r)): return l === r
+        default: return false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(url)
+        hasher.combine(method)
+        hasher.combine(cachePolicy)
+        hasher.combine(httpBody)
+    }
+}
+
+extension URLRequest: CustomStringConvertible, CustomDebugStringConvertible {
+    public var description: String { url?.description ?? "url: nil" }
+    public var debugDescription: String { description }
+}

@@ -1,0 +1,170 @@
+import CourierCore
+import Foundation
+
+/// The metadata of a response, independent of protocol: Apple's `URLResponse`.
+open class URLResponse: NSObject, NSCopying, @unchecked Sendable {
+    open private(set) var url: URL?
+    /// The MIME type from Content-Type, lower-cased, without parameters.
+    open fileprivate(set) var mimeType: String?
+    /// The body's length as the server declared it (before content decoding), or -1.
+    open fileprivate(set) var expectedContentLength: Int64
+    /// The `charset` parameter of Content-Type.
+    open fileprivate(set) var textEncodingName: String?
+
+    public init(url: URL, mimeType: String?, expectedContentLength length: Int, textEncodingName name: String?) {
+        self.url = url
+        self.mimeType = mimeType
+        self.expectedContentLength = Int64(length)
+        self.textEncodingName = name
+        super.init()
+    }
+
+    /// A name for saving the body: Content-Disposition's filename, else the URL's last path
+    /// component, else "Unknown".
+    open var suggestedFilename: String? {
+        let last = url?.lastPathComponent ?? ""
+        return last.isEmpty || last == "/" ? "Unknown" : last
+    }
+
+    open override func copy() -> Any { self }
+    open func copy(with zone: NSZone? = nil) -> Any { self }
+
+    open override func isEqual(_ value: Any?) -> Bool {
+        guard let other = value as? URLResponse else { return false }
+        return other === self || (url == other.url && mimeType == other.mimeType
+            && expectedContentLength == other.expectedContentLength && textEncodingName == other.textEncodingName)
+    }
+
+    open override var hash: Int { url?.hashValue ?? 0 }
+}
+
+/// The response to an HTTP request: Apple's `HTTPURLResponse`.
+open class HTTPURLResponse: URLResponse, @unchecked Sendable {
+    /// The status code.
+    public let statusCode: Int
+    /// "HTTP/1.1" or "HTTP/2".
+    let httpVersion: String
+    let fields: HTTPFields
+
+    /// A response built by hand, e.g. by a `URLProtocol` or a test.
+    public init?(url: URL, statusCode: Int, httpVersion: String?, headerFields: [String: String]?) {
+        guard (0...999).contains(statusCode) else { return nil }
+        self.statusCode = statusCode
+        self.httpVersion = httpVersion ?? "HTTP/1.1"
+        self.fields = HTTPFields((headerFields ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+        let contentType = Self.parseContentType(fields.first("Content-Type"))
+        super.init(
+            url: url, mimeType: contentType.mimeType,
+            expectedContentLength: Self.contentLength(fields), textEncodingName: contentType.charset
+        )
+    }
+
+    /// A response from a parsed head.
+    init(url: URL, head: HTTPResponseHead) {
+        self.statusCode = head.status
+        self.httpVersion = head.version.description
+        self.fields = head.fields
+        let contentType = Self.parseContentType(head.fields.first("Content-Type"))
+        super.init(
+            url: url, mimeType: contentType.mimeType,
+            expectedContentLength: Self.contentLength(head.fields), textEncodingName: contentType.charset
+        )
+    }
+
+    /// Every header field; fields repeated in the response are joined with ", ".
+    public var allHeaderFields: [AnyHashable: Any] {
+        var result: [AnyHashable: Any] = [:]
+        var canonicalNames: [String: String] = [:]
+        for index in 0..<fields.count {
+            let name = fields.name(at: index)
+            let key = name.lowercased()
+            if let existing = canonicalNames[key] {
+                result[existing] = "\(result[existing]!), \(fields.value(at: index))"
+            } else {
+                canonicalNames[key] = name
+                result[name] = fields.value(at: index)
+            }
+        }
+        return result
+    }
+
+    /// The value of a header field, found without regard to case; repeated fields joined with ", ".
+    public func value(forHTTPHeaderField field: String) -> String? {
+        fields.combined(field)
+    }
+
+    open override var suggestedFilename: String? {
+        if let disposition = fields.first("Content-Disposition"), let name = Self.filename(fromDisposition: disposition) {
+            return name
+        }
+        return super.suggestedFilename
+    }
+
+    /// A short English phrase for a status code.
+    open class func localizedString(forStatusCode statusCode: Int) -> String {
+        Self.reasonPhrases[statusCode] ?? {
+            switch statusCode {
+            case 100..<200: return "informational"
+            case 200..<300: return "success"
+            case 300..<400: return "redirected"
+            case 400..<500: return "client error"
+            case 500..<600: return "server error"
+            default: return "Server Error"
+            }
+        }()
+    }
+
+    open override var description: String {
+        "<HTTPURLResponse \(url?.absoluteString ?? "nil")> { Status Code: \(statusCode), Headers: \(fields.count) }"
+    }
+
+    private static func contentLength(_ fields: HTTPFields) -> Int {
+        guard let value = fields.first("Content-Length")?.split(separator: ",").first,
+              let length = Int(value.trimmingCharacters(in: .whitespaces)), length >= 0 else { return -1 }
+        return length
+    }
+
+    /// Splits `type/subtype; charset=x` (RFC 9110 section 8.3.1).
+    static func parseContentType(_ value: String?) -> (mimeType: String?, charset: String?) {
+        guard let value else { return (nil, nil) }
+        let parts = value.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard let type = parts.first, !type.isEmpty else { return (nil, nil) }
+        var charset: String?
+        for parameter in parts.dropFirst() {
+            let pair = parameter.split(separator: "=", maxSplits: 1)
+            if pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "charset" {
+                charset = pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\" ")).lowercased()
+            }
+        }
+        return (type.lowercased(), charset)
+    }
+
+    /// The `filename` parameter of a Content-Disposition value (RFC 6266), reduced to a plain
+    /// file name so it cannot name another directory.
+    static func filename(fromDisposition value: String) -> String? {
+        for parameter in value.split(separator: ";").dropFirst() {
+            let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard pair.count == 2, pair[0].lowercased() == "filename" else { continue }
+            let name = pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            let base = (name as NSString).lastPathComponent
+            if !base.isEmpty && base != "." && base != ".." { return base }
+        }
+        return nil
+    }
+
+    private static let reasonPhrases: [Int: String] = [
+        100: "Continue", 101: "Switching Protocols", 103: "Early Hints",
+        200: "OK", 201: "Created", 202: "Accepted", 203: "Non-Authoritative Information", 204: "No Content",
+        205: "Reset Content", 206: "Partial Content",
+        300: "Multiple Choices", 301: "Moved Permanently", 302: "Found", 303: "See Other", 304: "Not Modified",
+        305: "Use Proxy", 307: "Temporary Redirect", 308: "Permanent Redirect",
+        400: "Bad Request", 401: "Unauthorized", 402: "Payment Required", 403: "Forbidden", 404: "Not Found",
+        405: "Method Not Allowed", 406: "Not Acceptable", 407: "Proxy Authentication Required",
+        408: "Request Timeout", 409: "Conflict", 410: "Gone", 411: "Length Required", 412: "Precondition Failed",
+        413: "Content Too Large", 414: "URI Too Long", 415: "Unsupported Media Type", 416: "Range Not Satisfiable",
+        417: "Expectation Failed", 421: "Misdirected Request", 422: "Unprocessable Content", 426: "Upgrade Required",
+        428: "Precondition Required", 429: "Too Many Requests", 431: "Request Header Fields Too Large",
+        500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway", 503: "Service Unavailable",
+        504: "Gateway Timeout", 505: "HTTP Version Not Supported", 511: "Network Authentication Required",
+    ]
+}

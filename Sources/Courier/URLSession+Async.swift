@@ -1,0 +1,36 @@
+import Foundation
+
+extension URLSession {
+    /// Loads a request and returns its body and response. Cancelling the Swift task cancels
+    /// the load. `delegate` becomes the task's delegate (redirects, challenges, metrics).
+    public func data(for request: URLRequest, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (Data, URLResponse) {
+        try await run(makeTask(URLSessionDataTask.self, request, delivery: .async), delegate: delegate)
+    }
+
+    /// Loads a URL and returns its body and response.
+    public func data(from url: URL, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (Data, URLResponse) {
+        try await data(for: URLRequest(url: url), delegate: delegate)
+    }
+
+    /// Uploads bytes and returns the response body and response.
+    public func upload(for request: URLRequest, from bodyData: Data, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (Data, URLResponse) {
+        try await run(makeTask(URLSessionUploadTask.self, request, delivery: .async, body: .data(bodyData)), delegate: delegate)
+    }
+
+    /// Uploads a file, streamed from disk, and returns the response body and response.
+    public func upload(for request: URLRequest, fromFile fileURL: URL, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (Data, URLResponse) {
+        try await run(makeTask(URLSessionUploadTask.self, request, delivery: .async, body: .file(fileURL)), delegate: delegate)
+    }
+
+    private func run(_ task: URLSessionTask, delegate: (any URLSessionTaskDelegate)?) async throws -> (Data, URLResponse) {
+        if let delegate { task.delegate = delegate }
+        return try await withTaskCancellationHandler {
+            try await withUnsafeThrowingContinuation { continuation in
+                task.runner.setContinuation(continuation)
+                task.resume()
+            }
+        } onCancel: {
+            task.cancel()
+        }
+    }
+}

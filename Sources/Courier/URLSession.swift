@@ -1,0 +1,204 @@
+import CourierTransport
+import Foundation
+import Synchronization
+
+/// Coordinates a group of tasks: Apple's `URLSession`.
+///
+/// A session copies its configuration when created. Delegate callbacks and completion handlers
+/// run on its `delegateQueue` (a serial queue it creates when none is given), one at a time.
+/// A session keeps its delegate until it is invalidated; `didBecomeInvalidWithError` is the
+/// last call it makes.
+open class URLSession: NSObject, @unchecked Sendable {
+    /// What to do with a response: continue, or cancel the task.
+    public enum ResponseDisposition: Int, Sendable {
+        case cancel = 0
+        case allow = 1
+    }
+
+    /// Tasks and invalidation; guarded by the mutex.
+    struct Registry {
+        var tasks: [Int: URLSessionTask] = [:]
+        var nextTaskIdentifier = 1
+        var delegate: (any URLSessionDelegate)?
+        var invalidation = Invalidation.none
+    }
+
+    /// - `none` → `finishing` (finishTasksAndInvalidate) or `invalidated` (no tasks left)
+    /// - `finishing` → `invalidated` when the last task completes
+    enum Invalidation { case none, finishing, invalidated }
+
+    private static let sharedSession = URLSession(configuration: .default, isShared: true)
+
+    /// The shared session: default configuration, no delegate, cannot be invalidated.
+    open class var shared: URLSession { sharedSession }
+
+    public let delegateQueue: OperationQueue
+    open var sessionDescription: String?
+    let frozenConfiguration: URLSessionConfiguration
+    let transport: HTTPTransport
+    let registry: Mutex<Registry>
+    private let isShared: Bool
+
+    /// A session with no delegate.
+    public convenience init(configuration: URLSessionConfiguration) {
+        self.init(configuration: configuration, delegate: nil, delegateQueue: nil)
+    }
+
+    /// A session with a delegate, called on `queue` (a new serial queue when nil).
+    public convenience init(configuration: URLSessionConfiguration, delegate: (any URLSessionDelegate)?, delegateQueue queue: OperationQueue?) {
+        self.init(configuration: configuration, delegate: delegate, delegateQueue: queue, isShared: false)
+    }
+
+    private init(configuration: URLSessionConfiguration, delegate: (any URLSessionDelegate)? = nil, delegateQueue queue: OperationQueue? = nil, isShared: Bool) {
+        let frozen = configuration.copy() as! URLSessionConfiguration
+        self.frozenConfiguration = frozen
+        self.isShared = isShared
+        if let queue {
+            self.delegateQueue = queue
+        } else {
+            let queue = OperationQueue()
+            queue.maxConcurrentOperationCount = 1
+            queue.name = "Courier URLSession delegate queue"
+            self.delegateQueue = queue
+        }
+        var transportConfiguration = HTTPTransport.Configuration()
+        transportConfiguration.pool.maxConnections = max(1, frozen.httpMaximumConnectionsPerHost)
+        transportConfiguration.pool.maxIdleConnections = max(1, frozen.httpMaximumConnectionsPerHost)
+        transportConfiguration.connectTimeout = RequestBuilder.duration(frozen.timeoutIntervalForRequest)
+        self.transport = HTTPTransport(configuration: transportConfiguration)
+        self.registry = Mutex(Registry(delegate: delegate))
+        super.init()
+    }
+
+    deinit {
+        transport.shutdown()
+    }
+
+    /// The delegate; nil after invalidation.
+    open var delegate: (any URLSessionDelegate)? { registry.withLock { $0.delegate } }
+
+    /// A copy of the session's configuration.
+    open var configuration: URLSessionConfiguration { frozenConfiguration.copy() as! URLSessionConfiguration }
+
+    var isInvalidated: Bool { registry.withLock { $0.invalidation != .none } }
+
+    // MARK: Data tasks
+
+    open func dataTask(with request: URLRequest) -> URLSessionDataTask {
+        makeTask(URLSessionDataTask.self, request, delivery: .delegate)
+    }
+
+    open func dataTask(with url: URL) -> URLSessionDataTask {
+        dataTask(with: URLRequest(url: url))
+    }
+
+    open func dataTask(with request: URLRequest, completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void) -> URLSessionDataTask {
+        makeTask(URLSessionDataTask.self, request, delivery: .completionHandler(completionHandler))
+    }
+
+    open func dataTask(with url: URL, completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void) -> URLSessionDataTask {
+        dataTask(with: URLRequest(url: url), completionHandler: completionHandler)
+    }
+
+    // MARK: Upload tasks
+
+    open func uploadTask(with request: URLRequest, from bodyData: Data) -> URLSessionUploadTask {
+        makeTask(URLSessionUploadTask.self, request, delivery: .delegate, body: .data(bodyData))
+    }
+
+    open func uploadTask(with request: URLRequest, fromFile fileURL: URL) -> URLSessionUploadTask {
+        makeTask(URLSessionUploadTask.self, request, delivery: .delegate, body: .file(fileURL))
+    }
+
+    open func uploadTask(with request: URLRequest, from bodyData: Data?, completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void) -> URLSessionUploadTask {
+        makeTask(URLSessionUploadTask.self, request, delivery: .completionHandler(completionHandler), body: .data(bodyData ?? Data()))
+    }
+
+    open func uploadTask(with request: URLRequest, fromFile fileURL: URL, completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void) -> URLSessionUploadTask {
+        makeTask(URLSessionUploadTask.self, request, delivery: .completionHandler(completionHandler), body: .file(fileURL))
+    }
+
+    // MARK: Invalidation
+
+    /// Lets running tasks finish, then invalidates the session. No effect on `shared`.
+    open func finishTasksAndInvalidate() {
+        guard !isShared else { return }
+        let invalidateNow = registry.withLock { registry -> Bool in
+            guard registry.invalidation == .none else { return false }
+            registry.invalidation = .finishing
+            return registry.tasks.values.allSatisfy { $0.state == .suspended && !$0.storage.withLock(\.started) }
+        }
+        if invalidateNow { invalidate() }
+    }
+
+    /// Cancels every task, then invalidates the session. No effect on `shared`.
+    open func invalidateAndCancel() {
+        guard !isShared else { return }
+        let tasks = registry.withLock { registry -> [URLSessionTask] in
+            if registry.invalidation == .none { registry.invalidation = .finishing }
+            return Array(registry.tasks.values)
+        }
+        for task in tasks { task.cancel() }
+        if tasks.isEmpty { invalidate() }
+    }
+
+    /// Every task not yet completed.
+    open func getAllTasks(completionHandler: @escaping @Sendable ([URLSessionTask]) -> Void) {
+        let tasks = liveTasks()
+        delegateQueue.addOperation { completionHandler(tasks) }
+    }
+
+    /// The tasks not yet completed, by kind.
+    open func getTasksWithCompletionHandler(_ completionHandler: @escaping @Sendable ([URLSessionDataTask], [URLSessionUploadTask], [URLSessionDownloadTask]) -> Void) {
+        let tasks = liveTasks()
+        let uploads = tasks.compactMap { $0 as? URLSessionUploadTask }
+        let data = tasks.compactMap { $0 as? URLSessionDataTask }.filter { !($0 is URLSessionUploadTask) }
+        delegateQueue.addOperation { completionHandler(data, uploads, []) }
+    }
+
+    private func liveTasks() -> [URLSessionTask] {
+        registry.withLock { $0.tasks.values.sorted { $0.taskIdentifier < $1.taskIdentifier } }.filter { $0.state != .completed }
+    }
+
+    // MARK: Internals
+
+    func makeTask<T: URLSessionTask>(
+        _ kind: T.Type, _ request: URLRequest, delivery: TaskRunner.Delivery, body: TaskRunner.BodySource = .request
+    ) -> T {
+        typealias Make = (URLSession, Int, URLRequest, TaskRunner.Delivery, TaskRunner.BodySource) -> URLSessionTask
+        let make: Make = kind == URLSessionUploadTask.self
+            ? { URLSessionUploadTask(session: $0, identifier: $1, request: $2, delivery: $3, body: $4) }
+            : { URLSessionDataTask(session: $0, identifier: $1, request: $2, delivery: $3, body: $4) }
+        let identifier = registry.withLock { registry -> Int in
+            let identifier = registry.nextTaskIdentifier
+            registry.nextTaskIdentifier += 1
+            return identifier
+        }
+        let task = make(self, identifier, request, delivery, body) as! T
+        registry.withLock { $0.tasks[identifier] = task }
+        return task
+    }
+
+    /// A task delivered its last callback.
+    func taskCompleted(_ task: URLSessionTask) {
+        let invalidateNow = registry.withLock { registry -> Bool in
+            registry.tasks[task.taskIdentifier] = nil
+            return registry.invalidation == .finishing && registry.tasks.values.allSatisfy { !$0.storage.withLock(\.started) }
+        }
+        if invalidateNow { invalidate() }
+    }
+
+    /// Shuts the transport and makes the delegate's last call.
+    private func invalidate() {
+        let delegate = registry.withLock { registry -> (any URLSessionDelegate)? in
+            guard registry.invalidation != .invalidated else { return nil }
+            registry.invalidation = .invalidated
+            return registry.delegate
+        }
+        transport.shutdown()
+        delegateQueue.addOperation { [self] in
+            delegate?.urlSession(self, didBecomeInvalidWithError: nil)
+            registry.withLock { $0.delegate = nil }
+        }
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+
+/// The behaviour and policies of a session: Apple's `URLSessionConfiguration`.
+///
+/// A session copies its configuration when it is created; changing this object afterwards does
+/// not affect sessions made from it. Copying gives an independent configuration.
+open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
+    /// The kind of configuration, which decides where stores live.
+    enum Kind {
+        /// Stores persisted on disk.
+        case `default`
+        /// Stores in memory, discarded with the session.
+        case ephemeral
+    }
+
+    let kind: Kind
+
+    /// The identifier of a background configuration; nil otherwise.
+    open var identifier: String?
+    /// Seconds of silence (no byte sent or received) before a request times out; 60 by default.
+    open var timeoutIntervalForRequest: TimeInterval = 60
+    /// Seconds a whole transfer may take; 7 days by default.
+    open var timeoutIntervalForResource: TimeInterval = 7 * 24 * 60 * 60
+    /// Most simultaneous HTTP/1.1 connections to one host; 6 by default.
+    open var httpMaximumConnectionsPerHost: Int = 6
+    /// Header fields added to every request that does not set them itself.
+    open var httpAdditionalHeaders: [AnyHashable: Any]?
+    /// Accepted; ignored (HTTP/1.1 pipelining is never used).
+    open var httpShouldUsePipelining = false
+    /// Accepted; no effect on Linux.
+    open var networkServiceType: URLRequest.NetworkServiceType = .default
+    /// Accepted; no effect on Linux.
+    open var allowsCellularAccess = true
+    /// Accepted; no effect on Linux.
+    open var allowsExpensiveNetworkAccess = true
+    /// Accepted; no effect on Linux.
+    open var allowsConstrainedNetworkAccess = true
+    /// Accepted; no effect on Linux.
+    open var waitsForConnectivity = false
+    /// Accepted; no effect on Linux.
+    open var isDiscretionary = false
+    /// Accepted; no effect on Linux.
+    open var sessionSendsLaunchEvents = true
+    /// Accepted; no effect on Linux.
+    open var sharedContainerIdentifier: String?
+    /// Accepted; no effect on Linux.
+    open var shouldUseExtendedBackgroundIdleMode = false
+
+    init(kind: Kind) {
+        self.kind = kind
+        super.init()
+    }
+
+    @available(*, deprecated, renamed: "URLSessionConfiguration.default", message: "Use .default instead.")
+    public override convenience init() {
+        self.init(kind: .default)
+    }
+
+    /// A new default configuration: stores persisted on disk.
+    open class var `default`: URLSessionConfiguration {
+        URLSessionConfiguration(kind: .default)
+    }
+
+    /// A new ephemeral configuration: stores in memory only, discarded with the session.
+    open class var ephemeral: URLSessionConfiguration {
+        URLSessionConfiguration(kind: .ephemeral)
+    }
+
+    open override func copy() -> Any {
+        copy(with: nil)
+    }
+
+    open func copy(with zone: NSZone?) -> Any {
+        let copy = URLSessionConfiguration(kind: kind)
+        copy.identifier = identifier
+        copy.timeoutIntervalForRequest = timeoutIntervalForRequest
+        copy.timeoutIntervalForResource = timeoutIntervalForResource
+        copy.httpMaximumConnectionsPerHost = httpMaximumConnectionsPerHost
+        copy.httpAdditionalHeaders = httpAdditionalHeaders
+        copy.httpShouldUsePipelining = httpShouldUsePipelining
+        copy.networkServiceType = networkServiceType
+        copy.allowsCellularAccess = allowsCellularAccess
+        copy.allowsExpensiveNetworkAccess = allowsExpensiveNetworkAccess
+        copy.allowsConstrainedNetworkAccess = allowsConstrainedNetworkAccess
+        copy.waitsForConnectivity = waitsForConnectivity
+        copy.isDiscretionary = isDiscretionary
+        copy.sessionSendsLaunchEvents = sessionSendsLaunchEvents
+        copy.sharedContainerIdentifier = sharedContainerIdentifier
+        copy.shouldUseExtendedBackgroundIdleMode = shouldUseExtendedBackgroundIdleMode
+        return copy
+    }
+
+    /// The additional headers that are plain strings, as name/value pairs sorted by name.
+    var additionalHeaderFields: [(String, String)] {
+        guard let headers = httpAdditionalHeaders else { return [] }
+        return headers.compactMap { key, value -> (String, String)? in
+            guard let name = key.base as? String, let text = value as? String else { return nil }
+            return (name, text)
+        }.sorted { $0.0 < $1.0 }
+    }
+}

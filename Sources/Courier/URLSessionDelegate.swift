@@ -1,0 +1,69 @@
+import Foundation
+
+/// Session-level events: Apple's `URLSessionDelegate`. Every method is optional.
+public protocol URLSessionDelegate: NSObjectProtocol, Sendable {
+    /// The last call a session makes: it was invalidated, and releases its delegate after this.
+    func urlSession(_ session: URLSession, didBecomeInvalidWithError error: (any Error)?)
+}
+
+extension URLSessionDelegate {
+    public func urlSession(_ session: URLSession, didBecomeInvalidWithError error: (any Error)?) {}
+}
+
+/// Task-level events: Apple's `URLSessionTaskDelegate`. Every method is optional.
+///
+/// A task's own `delegate` receives these first; when it is a different object from the
+/// session's delegate and does not implement a method, the default implementation passes the
+/// call on to the session's delegate.
+public protocol URLSessionTaskDelegate: URLSessionDelegate {
+    /// Request body bytes were sent.
+    func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64)
+    /// The task finished; `error` is nil on success (a 404 is a success).
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?)
+    /// Timings and counts of the task's transactions, delivered before completion.
+    func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics)
+}
+
+extension URLSessionTaskDelegate {
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
+        forwardingTarget(session, task)?.urlSession(session, task: task, didSendBodyData: bytesSent, totalBytesSent: totalBytesSent, totalBytesExpectedToSend: totalBytesExpectedToSend)
+    }
+
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        forwardingTarget(session, task)?.urlSession(session, task: task, didCompleteWithError: error)
+    }
+
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {
+        forwardingTarget(session, task)?.urlSession(session, task: task, didFinishCollecting: metrics)
+    }
+
+    /// The session's delegate, when `self` is the task's own delegate and a different object.
+    func forwardingTarget(_ session: URLSession, _ task: URLSessionTask) -> URLSessionTaskDelegate? {
+        guard let own = task.delegate, own === self,
+              let sessionDelegate = session.delegate as? URLSessionTaskDelegate, sessionDelegate !== self else { return nil }
+        return sessionDelegate
+    }
+}
+
+/// Data-task events: Apple's `URLSessionDataDelegate`. Every method is optional.
+public protocol URLSessionDataDelegate: URLSessionTaskDelegate {
+    /// The response head arrived. No data is delivered until `completionHandler` is called;
+    /// `.allow` continues, `.cancel` cancels the task.
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void)
+    /// Body bytes arrived (zero or more times, in order).
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data)
+}
+
+extension URLSessionDataDelegate {
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+        if let target = forwardingTarget(session, dataTask) as? URLSessionDataDelegate {
+            target.urlSession(session, dataTask: dataTask, didReceive: response, completionHandler: completionHandler)
+        } else {
+            completionHandler(.allow)
+        }
+    }
+
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        (forwardingTarget(session, dataTask) as? URLSessionDataDelegate)?.urlSession(session, dataTask: dataTask, didReceive: data)
+    }
+}

@@ -1,0 +1,159 @@
+import Foundation
+import Synchronization
+
+/// One load: Apple's `URLSessionTask`. Created suspended; nothing happens until `resume()`.
+open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
+    /// The life of a task: `.suspended` at creation → `.running` (resume) ⇄ `.suspended`
+    /// (suspend) → `.canceling` (cancel) → `.completed`.
+    public enum State: Int, Sendable {
+        case running = 0
+        case suspended = 1
+        case canceling = 2
+        case completed = 3
+    }
+
+    public static let defaultPriority: Float = 0.5
+    public static let lowPriority: Float = 0.25
+    public static let highPriority: Float = 0.75
+
+    /// What user code can read and write; guarded by the mutex.
+    struct Storage {
+        var state = State.suspended
+        var started = false
+        var currentRequest: URLRequest?
+        var response: URLResponse?
+        var error: (any Error)?
+        var countOfBytesReceived: Int64 = 0
+        var countOfBytesSent: Int64 = 0
+        var countOfBytesExpectedToSend: Int64 = 0
+        var countOfBytesExpectedToReceive: Int64 = 0
+        var countOfBytesClientExpectsToSend: Int64 = -1
+        var countOfBytesClientExpectsToReceive: Int64 = -1
+        var taskDescription: String?
+        var priority: Float = URLSessionTask.defaultPriority
+        var earliestBeginDate: Date?
+        var delegate: (any URLSessionTaskDelegate)?
+    }
+
+    let storage: Mutex<Storage>
+    private let identifier: Int
+    private let original: URLRequest?
+    let session: URLSession
+    /// Carries the task through the transport.
+    var runner: TaskRunner!
+    /// Progress of the transfer; its total is the expected byte count once known.
+    public let progress = Progress(totalUnitCount: -1)
+
+    init(session: URLSession, identifier: Int, request: URLRequest?, delivery: TaskRunner.Delivery, body: TaskRunner.BodySource) {
+        self.session = session
+        self.identifier = identifier
+        self.original = request
+        self.storage = Mutex(Storage(currentRequest: request))
+        super.init()
+        self.runner = TaskRunner(task: self, delivery: delivery, body: body)
+    }
+
+    /// Unique within the session.
+    open var taskIdentifier: Int { identifier }
+    /// The request the task was created with.
+    open var originalRequest: URLRequest? { original }
+    /// The request being loaded (after redirects).
+    open var currentRequest: URLRequest? { storage.withLock { $0.currentRequest } }
+    /// The response, once its head arrived.
+    open var response: URLResponse? { storage.withLock { $0.response } }
+    /// The error the task failed with; nil while running and on success.
+    open var error: (any Error)? { storage.withLock { $0.error } }
+    open var state: State { storage.withLock { $0.state } }
+    open var countOfBytesReceived: Int64 { storage.withLock { $0.countOfBytesReceived } }
+    open var countOfBytesSent: Int64 { storage.withLock { $0.countOfBytesSent } }
+    open var countOfBytesExpectedToSend: Int64 { storage.withLock { $0.countOfBytesExpectedToSend } }
+    open var countOfBytesExpectedToReceive: Int64 { storage.withLock { $0.countOfBytesExpectedToReceive } }
+
+    /// A hint of the bytes the client expects to send; -1 when unknown. Informational.
+    open var countOfBytesClientExpectsToSend: Int64 {
+        get { storage.withLock { $0.countOfBytesClientExpectsToSend } }
+        set { storage.withLock { $0.countOfBytesClientExpectsToSend = newValue } }
+    }
+
+    /// A hint of the bytes the client expects to receive; -1 when unknown. Informational.
+    open var countOfBytesClientExpectsToReceive: Int64 {
+        get { storage.withLock { $0.countOfBytesClientExpectsToReceive } }
+        set { storage.withLock { $0.countOfBytesClientExpectsToReceive = newValue } }
+    }
+
+    open var taskDescription: String? {
+        get { storage.withLock { $0.taskDescription } }
+        set { storage.withLock { $0.taskDescription = newValue } }
+    }
+
+    /// Relative priority from 0 to 1; accepted and carried.
+    open var priority: Float {
+        get { storage.withLock { $0.priority } }
+        set { storage.withLock { $0.priority = min(max(newValue, 0), 1) } }
+    }
+
+    /// The task's own delegate; it receives task events before the session's delegate.
+    open var delegate: (any URLSessionTaskDelegate)? {
+        get { storage.withLock { $0.delegate } }
+        set { storage.withLock { $0.delegate = newValue } }
+    }
+
+    /// Starts the task, or continues it after `suspend()`.
+    open func resume() {
+        let action = storage.withLock { storage -> ResumeAction in
+            guard storage.state == .suspended else { return .none }
+            storage.state = .running
+            if storage.started { return .continueReading }
+            storage.started = true
+            return .start
+        }
+        switch action {
+        case .none: break
+        case .start: runner.start()
+        case .continueReading: runner.setSuspended(false)
+        }
+    }
+
+    private enum ResumeAction { case none, start, continueReading }
+
+    /// Pauses the task: it stops reading (no data is lost) until `resume()`.
+    open func suspend() {
+        let paused = storage.withLock { storage -> Bool in
+            guard storage.state == .running else { return false }
+            storage.state = .suspended
+            return storage.started
+        }
+        if paused { runner.setSuspended(true) }
+    }
+
+    /// Cancels the task: it completes with `URLError(.cancelled)`.
+    open func cancel() {
+        let proceed = storage.withLock { storage -> Bool in
+            guard storage.state == .running || storage.state == .suspended else { return false }
+            storage.state = .canceling
+            return true
+        }
+        if proceed { runner.cancel() }
+    }
+
+    open override func copy() -> Any { self }
+    open func copy(with zone: NSZone? = nil) -> Any { self }
+
+    open override var description: String {
+        "<\(type(of: self)) \(taskIdentifier)> { \(original?.url?.absoluteString ?? "nil") }"
+    }
+}
+
+extension URLSessionTask: ProgressReporting {}
+
+/// A task that delivers the response body in memory: Apple's `URLSessionDataTask`.
+open class URLSessionDataTask: URLSessionTask, @unchecked Sendable {}
+
+/// A data task that sends a body from memory, a file or a stream: Apple's `URLSessionUploadTask`.
+open class URLSessionUploadTask: URLSessionDataTask, @unchecked Sendable {}
+
+/// A task that saves the response body to a file: Apple's `URLSessionDownloadTask`.
+///
+/// This build of Courier does not create download tasks yet; the class exists so that code
+/// naming it (for instance in `getTasksWithCompletionHandler`) compiles.
+open class URLSessionDownloadTask: URLSessionTask, @unchecked Sendable {}

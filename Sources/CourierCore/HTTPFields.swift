@@ -1,0 +1,213 @@
+/// An ordered list of HTTP fields (header or trailer lines), looked up by name without regard
+/// to case.
+///
+/// Design note: the fields of a parsed message live as one byte array (the header section as
+/// received) plus one array of offsets, so a response head costs two allocations however many
+/// fields it has; strings are made only when a caller asks for one. Fields added by code are
+/// appended to the same byte array. Removing a field drops its offsets and leaves its bytes.
+public struct HTTPFields: Sendable, Equatable {
+    /// Where one field's name and value sit in `storage`.
+    public struct Location: Sendable, Equatable {
+        @usableFromInline var nameStart: UInt32
+        @usableFromInline var nameEnd: UInt32
+        @usableFromInline var valueStart: UInt32
+        @usableFromInline var valueEnd: UInt32
+
+        /// Creates a location from byte offsets into the storage.
+        public init(name: Range<Int>, value: Range<Int>) {
+            nameStart = UInt32(name.lowerBound)
+            nameEnd = UInt32(name.upperBound)
+            valueStart = UInt32(value.lowerBound)
+            valueEnd = UInt32(value.upperBound)
+        }
+
+        /// Offsets of the name in the storage.
+        public var name: Range<Int> { Int(nameStart)..<Int(nameEnd) }
+        /// Offsets of the value in the storage.
+        public var value: Range<Int> { Int(valueStart)..<Int(valueEnd) }
+    }
+
+    /// One field, as strings.
+    public struct Field: Sendable, Hashable, CustomStringConvertible {
+        public var name: String
+        public var value: String
+
+        public init(name: String, value: String) {
+            self.name = name
+            self.value = value
+        }
+
+        public var description: String { "\(name): \(value)" }
+    }
+
+    @usableFromInline var storage: [UInt8]
+    @usableFromInline var locations: [Location]
+
+    /// An empty list.
+    public init() {
+        storage = []
+        locations = []
+    }
+
+    /// Fields from name/value pairs, in order. Nothing is validated here; encoders validate.
+    public init(_ fields: [(String, String)]) {
+        self.init()
+        for (name, value) in fields { append(name: name, value: value) }
+    }
+
+    /// Adopts bytes a parser has already validated, with the offsets of each field in them.
+    ///
+    /// - Warning: for parsers only. Nothing is checked: every location must lie inside
+    ///   `storage`, and names and values must already satisfy RFC 9110.
+    public init(validatedStorage storage: [UInt8], locations: [Location]) {
+        self.storage = storage
+        self.locations = locations
+    }
+
+    /// The number of fields.
+    public var count: Int { locations.count }
+
+    /// True when there are no fields.
+    public var isEmpty: Bool { locations.isEmpty }
+
+    /// The field at `index`, as strings.
+    public subscript(index: Int) -> Field {
+        let location = locations[index]
+        return Field(name: string(location.name), value: string(location.value))
+    }
+
+    /// All fields, as strings, in order.
+    public var fields: [Field] { (0..<count).map { self[$0] } }
+
+    /// The value of the first field called `name` (any case), or nil.
+    public func first(_ name: String) -> String? {
+        guard let index = firstIndex(of: name) else { return nil }
+        return string(locations[index].value)
+    }
+
+    /// The values of every field called `name` (any case), in order.
+    public func values(_ name: String) -> [String] {
+        var result: [String] = []
+        for location in locations where nameMatches(location, name) {
+            result.append(string(location.value))
+        }
+        return result
+    }
+
+    /// The values of every field called `name`, joined with ", " as RFC 9110 section 5.3
+    /// allows for list-based fields; nil when there is none.
+    public func combined(_ name: String) -> String? {
+        let all = values(name)
+        return all.isEmpty ? nil : all.joined(separator: ", ")
+    }
+
+    /// True when a field called `name` is present.
+    public func contains(_ name: String) -> Bool {
+        firstIndex(of: name) != nil
+    }
+
+    /// The index of the first field called `name`, or nil.
+    public func firstIndex(of name: String) -> Int? {
+        locations.firstIndex { nameMatches($0, name) }
+    }
+
+    /// Appends a field.
+    public mutating func append(name: String, value: String) {
+        let nameStart = storage.count
+        storage.append(contentsOf: name.utf8)
+        let valueStart = storage.count
+        storage.append(contentsOf: value.utf8)
+        locations.append(Location(name: nameStart..<valueStart, value: valueStart..<storage.count))
+    }
+
+    /// Removes every field called `name`.
+    public mutating func removeAll(named name: String) {
+        let current = self
+        locations.removeAll { current.nameMatches($0, name) }
+    }
+
+    /// Replaces every field called `name` with one holding `value`, at the first one's place
+    /// (appended when there was none). A nil value removes them.
+    public mutating func set(name: String, value: String?) {
+        guard let value else {
+            removeAll(named: name)
+            return
+        }
+        let index = firstIndex(of: name)
+        removeAll(named: name)
+        append(name: name, value: value)
+        if let index {
+            let added = locations.removeLast()
+            locations.insert(added, at: index)
+        }
+    }
+
+    /// Lends the raw bytes of each field's name and value, in order; for encoders.
+    public func forEachField(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
+        try storage.withUnsafeBytes { bytes in
+            for location in locations {
+                try body(
+                    UnsafeRawBufferPointer(rebasing: bytes[location.name]),
+                    UnsafeRawBufferPointer(rebasing: bytes[location.value])
+                )
+            }
+        }
+    }
+
+    /// True when the field at `index` has the name `name` (any case).
+    public func name(at index: Int, is name: String) -> Bool {
+        nameMatches(locations[index], name)
+    }
+
+    /// The value of the field at `index`.
+    public func value(at index: Int) -> String {
+        string(locations[index].value)
+    }
+
+    /// The name of the field at `index`, as received.
+    public func name(at index: Int) -> String {
+        string(locations[index].name)
+    }
+
+    public static func == (lhs: HTTPFields, rhs: HTTPFields) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        for index in 0..<lhs.count {
+            let l = lhs.locations[index], r = rhs.locations[index]
+            guard lhs.storage[l.name] == rhs.storage[r.name], lhs.storage[l.value] == rhs.storage[r.value] else {
+                return false
+            }
+        }
+        return true
+    }
+
+    @usableFromInline
+    func nameMatches(_ location: Location, _ name: String) -> Bool {
+        let range = location.name
+        var name = name
+        return name.withUTF8 { candidate in
+            guard candidate.count == range.count else { return false }
+            var offset = range.lowerBound
+            for byte in candidate {
+                if HTTPFieldValidation.lowercased(byte) != HTTPFieldValidation.lowercased(storage[offset]) {
+                    return false
+                }
+                offset += 1
+            }
+            return true
+        }
+    }
+
+    private func string(_ range: Range<Int>) -> String {
+        storage.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[range]), as: UTF8.self) }
+    }
+}
+
+extension HTTPFields: CustomStringConvertible {
+    public var description: String { fields.map(\.description).joined(separator: "\n") }
+}
+
+extension HTTPFields: ExpressibleByDictionaryLiteral {
+    public init(dictionaryLiteral elements: (String, String)...) {
+        self.init(elements)
+    }
+}

@@ -1,0 +1,178 @@
+import CourierCore
+
+/// Message body length (RFC 9112 section 6.3) and chunked framing (section 7.1).
+extension HTTP1ResponseParser {
+    /// Chooses how the body of a final response is delimited, following RFC 9112 section 6.3.
+    /// Framing fields are checked on every response, bodiless ones included, so a server that
+    /// frames ambiguously is refused even when the ambiguity would not bite this time.
+    mutating func chooseFraming(_ head: HTTPResponseHead, _ parsed: ParsedFields) throws(HTTP1ResponseError) {
+        // A 101 hands the connection to another protocol, and any 2xx to CONNECT turns it into
+        // a tunnel (step 2); RFC 9110 section 9.3.6 says to ignore framing fields in the latter.
+        if head.status == 101 || (requestMethod == .connect && (200..<300).contains(head.status)) {
+            connectionReuse = .upgraded
+            state = .upgraded
+            return
+        }
+        let storage = section
+        let contentLength = try contentLength(parsed.contentLengths, in: storage)
+        let chunked = try isChunked(parsed.transferEncodings, in: storage, version: head.version)
+        if chunked && contentLength != nil { throw .contentLengthWithTransferEncoding }
+        connectionReuse = persistence(head, parsed.connectionValues, in: storage)
+
+        // Step 1: HEAD responses and 1xx, 204 and 304 responses end with their header section.
+        if requestMethod == .head || head.status == 204 || head.status == 304 {
+            state = .complete(trailers: nil)
+            return
+        }
+        // Steps 3 and 4: chunked (Transfer-Encoding with any Content-Length is refused above).
+        if chunked {
+            state = .chunkSize(ChunkSizeLine())
+            return
+        }
+        // Step 5: a valid Content-Length (conflicting ones are refused above).
+        if let contentLength {
+            state = contentLength == 0 ? .complete(trailers: nil) : .fixedBody(remaining: contentLength)
+            return
+        }
+        // Step 7: otherwise the body runs until the server closes the connection.
+        connectionReuse = .close
+        state = .untilClose
+    }
+
+    /// The Content-Length, when present: every field, and every element of a list-valued field,
+    /// must be the same non-negative decimal number (RFC 9110 section 8.6).
+    private func contentLength(_ values: [Range<Int>], in storage: [UInt8]) throws(HTTP1ResponseError) -> Int? {
+        var result: Int?
+        for range in values {
+            for element in listElements(storage, range, keepEmpty: true) {
+                guard !element.isEmpty, element.count <= 18 else { throw .invalidContentLength }
+                var value = 0
+                for offset in element {
+                    let byte = storage[offset]
+                    guard byte.isDigit else { throw .invalidContentLength }
+                    value = value * 10 + Int(byte - UInt8(ascii: "0"))
+                }
+                if let result, result != value { throw .conflictingContentLength }
+                result = value
+            }
+        }
+        return result
+    }
+
+    /// True when Transfer-Encoding says `chunked`. Courier decodes no other transfer coding, so
+    /// anything but a single `chunked` is refused rather than read until close.
+    private func isChunked(
+        _ values: [Range<Int>], in storage: [UInt8], version: HTTPVersion
+    ) throws(HTTP1ResponseError) -> Bool {
+        guard !values.isEmpty else { return false }
+        if version == .http1_0 { throw .transferEncodingInHTTP10 }
+        var codings: [Range<Int>] = []
+        for range in values { codings += listElements(storage, range, keepEmpty: false) }
+        guard codings.count == 1 else { throw .unsupportedTransferCoding }
+        let coding = storage.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[codings[0]]) }
+        guard asciiCaseInsensitiveEquals(coding, "chunked") else { throw .unsupportedTransferCoding }
+        return true
+    }
+
+    /// Persistence per RFC 9112 section 9.3: `close` ends it; HTTP/1.0 keeps it only with
+    /// `keep-alive`.
+    private func persistence(_ head: HTTPResponseHead, _ values: [Range<Int>], in storage: [UInt8]) -> HTTP1ConnectionReuse {
+        var close = false
+        var keepAlive = false
+        storage.withUnsafeBytes { bytes in
+            for range in values {
+                for element in listElements(storage, range, keepEmpty: false) {
+                    let token = UnsafeRawBufferPointer(rebasing: bytes[element])
+                    if asciiCaseInsensitiveEquals(token, "close") { close = true }
+                    if asciiCaseInsensitiveEquals(token, "keep-alive") { keepAlive = true }
+                }
+            }
+        }
+        if close { return .close }
+        if head.version.minor == 0 && !keepAlive { return .close }
+        return .keepAlive
+    }
+
+    /// Splits a comma-separated list value into trimmed elements (RFC 9110 section 5.6.1).
+    private func listElements(_ storage: [UInt8], _ range: Range<Int>, keepEmpty: Bool) -> [Range<Int>] {
+        var elements: [Range<Int>] = []
+        var start = range.lowerBound
+        func close(_ end: Int) {
+            var lower = start, upper = end
+            while lower < upper && storage[lower].isOptionalWhitespace { lower += 1 }
+            while upper > lower && storage[upper - 1].isOptionalWhitespace { upper -= 1 }
+            if keepEmpty || lower < upper { elements.append(lower..<upper) }
+        }
+        for offset in range where storage[offset] == .comma {
+            close(offset)
+            start = offset + 1
+        }
+        close(range.upperBound)
+        return elements
+    }
+
+    /// Most hexadecimal digits (leading zeros included) on a chunk-size line.
+    static let maxChunkSizeDigits = 64
+
+    /// Reads a chunk-size line: `chunk-size [ chunk-ext ] CRLF` (RFC 9112 section 7.1).
+    /// Extensions are checked for stray control characters and bounded, but not interpreted.
+    mutating func scanChunkSize(
+        _ input: UnsafeRawBufferPointer, from start: Int, line: inout ChunkSizeLine
+    ) throws(HTTP1ResponseError) -> (used: Int, done: Bool) {
+        var index = start
+        while index < input.count {
+            let byte = input[index]
+            index += 1
+            switch line.phase {
+            case .digits:
+                if let digit = byte.hexValue {
+                    // The value must fit in 63 bits; leading zeros are free, but the line is
+                    // bounded so a server cannot stream digits forever.
+                    guard line.digits < Self.maxChunkSizeDigits, line.value <= (Int.max - digit) >> 4 else {
+                        throw .chunkSizeOverflow
+                    }
+                    line.value = line.value << 4 | digit
+                    line.digits += 1
+                    continue
+                }
+                guard line.digits > 0 else { throw .invalidChunkSize }
+                if byte == .cr {
+                    line.phase = .lineFeed
+                } else if byte == .lf {
+                    guard options.allowsBareLineFeed else { throw .bareLineFeed }
+                    return (index - start, true)
+                } else if byte == .semicolon || byte.isOptionalWhitespace {
+                    line.phase = .extensions(sawSemicolon: byte == .semicolon)
+                    line.extensionBytes = 1
+                    if line.extensionBytes > options.maxChunkExtensionBytes { throw .chunkExtensionTooLong }
+                } else {
+                    throw .invalidChunkSize
+                }
+            case .extensions(let sawSemicolon):
+                if byte == .cr || byte == .lf {
+                    // Whitespace after the size must introduce an extension (BWS ";").
+                    guard sawSemicolon else { throw .invalidChunkExtension }
+                    if byte == .lf {
+                        guard options.allowsBareLineFeed else { throw .bareLineFeed }
+                        return (index - start, true)
+                    }
+                    line.phase = .lineFeed
+                    continue
+                }
+                line.extensionBytes += 1
+                if line.extensionBytes > options.maxChunkExtensionBytes { throw .chunkExtensionTooLong }
+                if byte == .semicolon {
+                    line.phase = .extensions(sawSemicolon: true)
+                } else if !sawSemicolon && !byte.isOptionalWhitespace {
+                    throw .invalidChunkExtension
+                } else if !HTTPFieldValidation.isFieldValueCharacter(byte) {
+                    throw .invalidChunkExtension
+                }
+            case .lineFeed:
+                guard byte == .lf else { throw .bareCarriageReturn }
+                return (index - start, true)
+            }
+        }
+        return (index - start, false)
+    }
+}

@@ -1,0 +1,248 @@
+import CourierCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Header and trailer sections: gathering lines, then checking and indexing them.
+extension HTTP1ResponseParser {
+    /// The fields of a section, with what framing needs from them noted on the way.
+    struct ParsedFields {
+        var fields: HTTPFields
+        var contentLengths: [Range<Int>] = []
+        var transferEncodings: [Range<Int>] = []
+        var connectionValues: [Range<Int>] = []
+    }
+
+    /// Copies bytes into `section` up to and including the empty line that ends it.
+    /// Returns the bytes used and whether the section is complete.
+    mutating func scanSection(
+        _ input: UnsafeRawBufferPointer, from start: Int
+    ) throws(HTTP1ResponseError) -> (used: Int, done: Bool) {
+        var index = start
+        let base = input.baseAddress!
+        while index < input.count {
+            guard let found = memchr(base + index, Int32(UInt8.lf), input.count - index) else {
+                section.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[index...]))
+                try checkSectionSize()
+                return (input.count - start, false)
+            }
+            let lineFeed = base.distance(to: UnsafeRawPointer(found))
+            section.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[index...lineFeed]))
+            index = lineFeed + 1
+            try checkSectionSize()
+
+            // The line just completed runs from lineStart to the LF at section.count - 1.
+            var contentEnd = section.count - 1
+            if contentEnd > lineStart && section[contentEnd - 1] == .cr {
+                contentEnd -= 1
+            } else if !options.allowsBareLineFeed {
+                throw .bareLineFeed
+            }
+            if contentEnd == lineStart {
+                return (index - start, true)
+            }
+            lineStart = section.count
+            sectionLines += 1
+            // The head's first line is the status line, which is not a field.
+            let fieldLines = state.isReadingTrailers ? sectionLines : sectionLines - 1
+            if fieldLines > options.maxHeaderFieldCount { throw .tooManyHeaderFields }
+        }
+        return (index - start, false)
+    }
+
+    private func checkSectionSize() throws(HTTP1ResponseError) {
+        if section.count > options.maxHeaderSectionBytes { throw .headerSectionTooLarge }
+    }
+
+    /// Finishes a head: parses it, skips interim responses and chooses the body's framing.
+    /// Returns the head to report, or nil when it was an interim response to skip.
+    mutating func finishHead() throws(HTTP1ResponseError) -> HTTPResponseHead? {
+        try rejectBareCarriageReturns()
+        if options.allowsObsoleteLineFolding { unfoldLines(firstFieldLine: 1) }
+        let statusLine = try parseStatusLine()
+        let parsed = try parseFields(firstLine: statusLine.end)
+        let head = HTTPResponseHead(
+            version: statusLine.version, status: statusLine.status,
+            reason: statusLine.reason, fields: parsed.fields
+        )
+        if head.isInformational && head.status != 101 {
+            informationalCount += 1
+            if informationalCount > options.maxInformationalResponses { throw .tooManyInformationalResponses }
+            resetSection()
+            return nil
+        }
+        try chooseFraming(head, parsed)
+        lastHeadByteCount = section.count
+        resetSection()
+        return head
+    }
+
+    /// Every CR in a section must be the first half of a CRLF (RFC 9112 section 2.2).
+    func rejectBareCarriageReturns() throws(HTTP1ResponseError) {
+        try withBytes(section) { (bytes: UnsafeRawBufferPointer) throws(HTTP1ResponseError) in
+            let base = bytes.baseAddress!
+            var index = 0
+            while index < bytes.count, let found = memchr(base + index, Int32(UInt8.cr), bytes.count - index) {
+                let cr = base.distance(to: UnsafeRawPointer(found))
+                if cr + 1 >= bytes.count || bytes[cr + 1] != .lf { throw .bareCarriageReturn }
+                index = cr + 2
+            }
+        }
+    }
+
+    /// Replaces each obs-fold (a line end followed by whitespace) with spaces, joining the
+    /// continuation to the line before. The first field line (line `firstFieldLine`, counting
+    /// from 0) cannot be a continuation.
+    mutating func unfoldLines(firstFieldLine: Int) {
+        var index = 0
+        var lineNumber = 0
+        while index < section.count {
+            if section[index] == .lf, index + 1 < section.count, section[index + 1].isOptionalWhitespace, lineNumber >= firstFieldLine {
+                section[index] = .space
+                if index > 0 && section[index - 1] == .cr { section[index - 1] = .space }
+            } else if section[index] == .lf {
+                lineNumber += 1
+            }
+            index += 1
+        }
+    }
+
+    struct StatusLine {
+        var version: HTTPVersion
+        var status: Int
+        var reason: String
+        /// Offset of the line after the status line.
+        var end: Int
+    }
+
+    /// `status-line = HTTP-version SP status-code SP [ reason-phrase ]` (RFC 9112 section 4),
+    /// also accepting the status code directly followed by the line end.
+    private func parseStatusLine() throws(HTTP1ResponseError) -> StatusLine {
+        try withBytes(section) { (bytes: UnsafeRawBufferPointer) throws(HTTP1ResponseError) -> StatusLine in
+            let lineEnd = lineEndOffset(in: bytes, from: 0)
+            let contentEnd = lineEnd.content
+            // "HTTP/" DIGIT "." DIGIT SP 3DIGIT
+            guard contentEnd >= 12 else { throw .invalidStatusLine }
+            let prefix: [UInt8] = Array("HTTP/".utf8)
+            for (offset, byte) in prefix.enumerated() where bytes[offset] != byte {
+                throw .invalidStatusLine
+            }
+            guard bytes[5].isDigit, bytes[6] == UInt8(ascii: "."), bytes[7].isDigit, bytes[8] == .space else {
+                throw .invalidStatusLine
+            }
+            let major = Int(bytes[5] - UInt8(ascii: "0")), minor = Int(bytes[7] - UInt8(ascii: "0"))
+            guard major == 1 else { throw .unsupportedHTTPVersion }
+            guard bytes[9].isDigit, bytes[10].isDigit, bytes[11].isDigit else { throw .invalidStatusCode }
+            let status = Int(bytes[9] - 48) * 100 + Int(bytes[10] - 48) * 10 + Int(bytes[11] - 48)
+            guard (100...599).contains(status) else { throw .invalidStatusCode }
+            var reason = ""
+            if contentEnd > 12 {
+                guard bytes[12] == .space else { throw .invalidStatusLine }
+                let reasonBytes = UnsafeRawBufferPointer(rebasing: bytes[13..<contentEnd])
+                guard reasonBytes.allSatisfy(HTTPFieldValidation.isFieldValueCharacter) else { throw .invalidStatusLine }
+                reason = String(decoding: reasonBytes, as: UTF8.self)
+            }
+            return StatusLine(version: HTTPVersion(major: major, minor: minor), status: status, reason: reason, end: lineEnd.next)
+        }
+    }
+
+    /// Parses the field lines from `firstLine` to the empty line that ends the section.
+    mutating func parseFields(firstLine: Int) throws(HTTP1ResponseError) -> ParsedFields {
+        let storage = section
+        var locations: [HTTPFields.Location] = []
+        var parsed = ParsedFields(fields: HTTPFields())
+        try withBytes(storage) { (bytes: UnsafeRawBufferPointer) throws(HTTP1ResponseError) in
+            var lineStart = firstLine
+            while lineStart < bytes.count {
+                let line = lineEndOffset(in: bytes, from: lineStart)
+                if line.content == lineStart { break }
+                let location = try parseFieldLine(bytes, lineStart..<line.content)
+                locations.append(location)
+                noteFramingField(location, in: bytes, into: &parsed)
+                lineStart = line.next
+            }
+        }
+        parsed.fields = HTTPFields(validatedStorage: storage, locations: locations)
+        return parsed
+    }
+
+    /// Where the line starting at `start` ends: its content end and the start of the next line.
+    private func lineEndOffset(in bytes: UnsafeRawBufferPointer, from start: Int) -> (content: Int, next: Int) {
+        let found = memchr(bytes.baseAddress! + start, Int32(UInt8.lf), bytes.count - start)!
+        let lineFeed = bytes.baseAddress!.distance(to: UnsafeRawPointer(found))
+        let content = lineFeed > start && bytes[lineFeed - 1] == .cr ? lineFeed - 1 : lineFeed
+        return (content, lineFeed + 1)
+    }
+
+    /// `field-line = field-name ":" OWS field-value OWS` (RFC 9112 section 5).
+    private func parseFieldLine(
+        _ bytes: UnsafeRawBufferPointer, _ line: Range<Int>
+    ) throws(HTTP1ResponseError) -> HTTPFields.Location {
+        if bytes[line.lowerBound].isOptionalWhitespace { throw .obsoleteLineFolding }
+        var index = line.lowerBound
+        while index < line.upperBound && HTTPFieldValidation.isTokenCharacter(bytes[index]) { index += 1 }
+        let nameEnd = index
+        guard index < line.upperBound else { throw .invalidFieldLine }
+        if bytes[index] != .colon {
+            // Find out which rule broke: whitespace before the colon, a bad name, or no colon.
+            while index < line.upperBound && bytes[index].isOptionalWhitespace { index += 1 }
+            if index < line.upperBound && bytes[index] == .colon && nameEnd > line.lowerBound {
+                throw .whitespaceBeforeColon
+            }
+            let hasColon = UnsafeRawBufferPointer(rebasing: bytes[line]).contains(.colon)
+            throw hasColon ? .invalidFieldName : .invalidFieldLine
+        }
+        guard nameEnd > line.lowerBound else { throw .invalidFieldName }
+        var valueStart = nameEnd + 1
+        var valueEnd = line.upperBound
+        while valueStart < valueEnd && bytes[valueStart].isOptionalWhitespace { valueStart += 1 }
+        while valueEnd > valueStart && bytes[valueEnd - 1].isOptionalWhitespace { valueEnd -= 1 }
+        for offset in valueStart..<valueEnd where !HTTPFieldValidation.isFieldValueCharacter(bytes[offset]) {
+            throw .invalidFieldValue
+        }
+        return HTTPFields.Location(name: line.lowerBound..<nameEnd, value: valueStart..<valueEnd)
+    }
+
+    private func noteFramingField(
+        _ location: HTTPFields.Location, in bytes: UnsafeRawBufferPointer, into parsed: inout ParsedFields
+    ) {
+        let name = UnsafeRawBufferPointer(rebasing: bytes[location.name])
+        if asciiCaseInsensitiveEquals(name, "content-length") {
+            parsed.contentLengths.append(location.value)
+        } else if asciiCaseInsensitiveEquals(name, "transfer-encoding") {
+            parsed.transferEncodings.append(location.value)
+        } else if asciiCaseInsensitiveEquals(name, "connection") {
+            parsed.connectionValues.append(location.value)
+        }
+    }
+}
+
+/// Compares bytes with a lower-case ASCII literal, ignoring the case of the bytes.
+func asciiCaseInsensitiveEquals(_ bytes: UnsafeRawBufferPointer, _ lowercase: StaticString) -> Bool {
+    guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
+    let literal = lowercase.utf8Start
+    for index in 0..<bytes.count where HTTPFieldValidation.lowercased(bytes[index]) != literal[index] {
+        return false
+    }
+    return true
+}
+
+extension HTTP1ResponseParser.State {
+    var isReadingTrailers: Bool {
+        if case .trailers = self { return true }
+        return false
+    }
+}
+
+/// `Array.withUnsafeBytes` with a typed error (the standard one rethrows `any Error`).
+func withBytes<R>(
+    _ array: [UInt8], _ body: (UnsafeRawBufferPointer) throws(HTTP1ResponseError) -> R
+) throws(HTTP1ResponseError) -> R {
+    let result: Result<R, HTTP1ResponseError> = array.withUnsafeBytes { bytes in
+        do throws(HTTP1ResponseError) { return .success(try body(bytes)) } catch { return .failure(error) }
+    }
+    return try result.get()
+}

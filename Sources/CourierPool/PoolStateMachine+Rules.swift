@@ -1,0 +1,110 @@
+/// The shared rules: leasing, dialing, idling and backoff.
+extension PoolStateMachine {
+    /// Leases an available connection to `request`: an HTTP/2 connection with a free stream
+    /// first, else the most recently used idle HTTP/1 connection.
+    mutating func leaseAvailable(to request: PoolRequestID) -> (PoolConnectionID, [Action])? {
+        for (id, state) in connections.sorted(by: { $0.key < $1.key }) {
+            guard case .http2(let active, let maxStreams, let draining) = state, !draining, active < maxStreams else { continue }
+            connections[id] = .http2(activeStreams: active + 1, maxStreams: maxStreams, draining: false)
+            var actions: [Action] = []
+            if active == 0, idleOrder.contains(id) {
+                idleOrder.removeAll { $0 == id }
+                actions.append(.cancelIdleTimer(id))
+            }
+            return (id, actions + [.executeRequest(request, on: id)])
+        }
+        if let index = idleOrder.lastIndex(where: { connections[$0] == .http1Idle }) {
+            let id = idleOrder.remove(at: index)
+            connections[id] = .http1Leased(request)
+            return (id, [.cancelIdleTimer(id), .executeRequest(request, on: id)])
+        }
+        return nil
+    }
+
+    /// Gives waiting requests to an HTTP/2 connection's free streams.
+    mutating func assignWaiters(toHTTP2 id: PoolConnectionID, includingRetries: Bool) -> [Action] {
+        var actions: [Action] = []
+        while case .http2(let active, let maxStreams, false) = connections[id], active < maxStreams,
+              let index = waiters.firstIndex(where: { includingRetries || !$0.requiresNewConnection }) {
+            let waiter = waiters.remove(at: index)
+            connections[id] = .http2(activeStreams: active + 1, maxStreams: maxStreams, draining: false)
+            actions.append(.executeRequest(waiter.id, on: id))
+        }
+        return actions
+    }
+
+    /// True when some connection is established or being dialed, so waiters can still be served.
+    var hasLiveConnection: Bool {
+        connections.values.contains { $0 != .backingOff }
+    }
+
+    /// Dials as many connections as the waiters need, within the limit.
+    mutating func dialIfNeeded() -> [Action] {
+        guard !shuttingDown, !waiters.isEmpty else { return [] }
+        let pending = connections.values.filter { $0 == .connecting || $0 == .backingOff }.count
+        // HTTP/2 may be negotiated: one connection in its handshake could serve everyone.
+        if configuration.mayNegotiateHTTP2 && pending > 0 && !connections.values.contains(where: \.isEstablished) {
+            return []
+        }
+        // An HTTP/2 connection with no free stream left counts as no capacity.
+        var needed = waiters.count - pending
+        var actions: [Action] = []
+        while needed > 0 && connections.count < configuration.maxConnections {
+            let id = PoolConnectionID(nextConnectionID)
+            nextConnectionID += 1
+            connections[id] = .connecting
+            actions.append(.createConnection(id))
+            needed -= 1
+        }
+        return actions
+    }
+
+    /// A connection has nothing to do: start its idle timer and keep the idle set bounded.
+    mutating func becameIdle(_ id: PoolConnectionID) -> [Action] {
+        idleOrder.append(id)
+        var actions: [Action] = [.scheduleIdleTimer(id, configuration.idleTimeout)]
+        while idleOrder.count > configuration.maxIdleConnections {
+            let oldest = idleOrder.removeFirst()
+            connections[oldest] = nil
+            actions += [.cancelIdleTimer(oldest), .closeConnection(oldest)]
+        }
+        return actions
+    }
+
+    /// With nobody waiting, slots backing off are no longer needed.
+    mutating func dropUnneededBackoff() -> [Action] {
+        guard waiters.isEmpty else { return [] }
+        var actions: [Action] = []
+        for (id, state) in connections.sorted(by: { $0.key < $1.key }) where state == .backingOff {
+            connections[id] = nil
+            actions.append(.cancelBackoffTimer(id))
+        }
+        return actions
+    }
+
+    /// Bounded exponential backoff: initial × 2^(failures − 1), at most `maxBackoff`.
+    func backoffDelay() -> Duration {
+        var delay = configuration.initialBackoff
+        var failures = consecutiveDialFailures
+        while failures > 1 && delay < configuration.maxBackoff {
+            delay *= 2
+            failures -= 1
+        }
+        return min(delay, configuration.maxBackoff)
+    }
+
+    mutating func shutdownCompleteIfDone() -> [Action] {
+        guard shuttingDown, connections.isEmpty, waiters.isEmpty, !shutdownReported else { return [] }
+        shutdownReported = true
+        return [.shutdownComplete]
+    }
+}
+
+extension PoolStateMachine.Connection {
+    var isEstablished: Bool {
+        switch self {
+        case .http1Idle, .http1Leased, .http2: return true
+        case .connecting, .backingOff: return false
+        }
+    }
+}

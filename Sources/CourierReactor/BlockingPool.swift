@@ -1,0 +1,55 @@
+import DequeModule
+import Foundation
+
+/// A few threads for work that blocks (name resolution, reading a user's stream or a file),
+/// so event loops never do.
+public final class BlockingPool: @unchecked Sendable {
+    private let condition = NSCondition()
+    /// Work waiting for a thread; guarded by `condition`.
+    private var queue = Deque<@Sendable () -> Void>()
+    /// Threads started so far; guarded by `condition`.
+    private var threads = 0
+    /// Threads waiting for work; guarded by `condition`.
+    private var idle = 0
+    private let maxThreads: Int
+    private let name: String
+
+    /// A pool that grows on demand up to `maxThreads` threads.
+    public init(maxThreads: Int = 8, name: String = "courier-blocking") {
+        self.maxThreads = maxThreads
+        self.name = name
+    }
+
+    /// The pool shared by every session.
+    public static let shared = BlockingPool()
+
+    /// Runs `work` on a pool thread.
+    public func submit(_ work: @escaping @Sendable () -> Void) {
+        condition.lock()
+        queue.append(work)
+        let startThread = idle == 0 && threads < maxThreads
+        if startThread { threads += 1 }
+        condition.signal()
+        let index = threads
+        condition.unlock()
+        if startThread {
+            let thread = Thread { [self] in workLoop() }
+            thread.name = "\(name)-\(index)"
+            thread.start()
+        }
+    }
+
+    private func workLoop() {
+        while true {
+            condition.lock()
+            while queue.isEmpty {
+                idle += 1
+                condition.wait()
+                idle -= 1
+            }
+            let work = queue.removeFirst()
+            condition.unlock()
+            work()
+        }
+    }
+}

@@ -1,0 +1,327 @@
+import CCourierLinux
+import DequeModule
+import Foundation
+import Glibc
+import Synchronization
+
+/// What the reactor reports about a registered file descriptor.
+public struct IOEvents: OptionSet, Sendable {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    public static let readable = IOEvents(rawValue: courier_EPOLLIN)
+    public static let writable = IOEvents(rawValue: courier_EPOLLOUT)
+    /// The peer shut down its sending side (EPOLLRDHUP).
+    public static let readHangup = IOEvents(rawValue: courier_EPOLLRDHUP)
+    /// Both directions are closed (EPOLLHUP); reported whatever the interest.
+    public static let hangup = IOEvents(rawValue: courier_EPOLLHUP)
+    /// An error is pending on the socket (EPOLLERR); reported whatever the interest.
+    public static let error = IOEvents(rawValue: courier_EPOLLERR)
+}
+
+/// An object that owns a registered file descriptor and handles its readiness events.
+/// Called on its event loop only.
+public protocol IOEventHandler: AnyObject {
+    func handleIOEvents(_ events: IOEvents)
+}
+
+/// A registration of a file descriptor with an event loop.
+public struct RegistrationToken: Hashable, Sendable {
+    let rawValue: UInt64
+}
+
+/// One thread running an epoll selector, a timer queue and a queue of submitted work.
+///
+/// Everything registered with a loop — sockets, timers, connections — is confined to the loop's
+/// thread and needs no locks. Other threads reach it only through ``execute(_:)``, which queues
+/// the work under a mutex and wakes the loop through an eventfd.
+public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
+    /// Work submitted from any thread.
+    public typealias Job = @Sendable () -> Void
+    /// Work that stays on the loop.
+    public typealias LocalJob = () -> Void
+
+    private struct Incoming {
+        var jobs: [Job] = []
+        /// True when a wake-up is already written and not yet consumed.
+        var wakePending = false
+        var stopping = false
+    }
+
+    private struct Registration {
+        var fd: Int32
+        var handler: IOEventHandler
+    }
+
+    /// Position in its group, for names and logs.
+    public let index: Int
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    /// Jobs from other threads; the only state shared across threads. Protected by its mutex.
+    private let incoming = Mutex(Incoming())
+    private let threadID = Atomic<UInt>(0)
+    private let finished = Mutex(false)
+
+    // Loop-confined state.
+    private var localJobs = Deque<LocalJob>()
+    private var timers = TimerQueue<LocalJob>()
+    private var registrations: [UInt64: Registration] = [:]
+    private var nextToken: UInt64 = 1
+    /// A receive buffer shared by every socket on this loop; lent to readers for one callback.
+    public let readBuffer: UnsafeMutableRawBufferPointer
+
+    /// Token reserved for the wake-up eventfd.
+    private static let wakeToken: UInt64 = 0
+    /// Events taken from the kernel per epoll_wait.
+    private static let eventBatch = 64
+    /// Size of the shared receive buffer: large enough for a TLS record or a big read.
+    public static let readBufferSize = 64 * 1024
+
+    /// Creates a loop and starts its thread.
+    public init(index: Int = 0, name: String = "courier-loop") throws(SystemError) {
+        self.index = index
+        let epollFD = epoll_create1(courier_EPOLL_CLOEXEC)
+        guard epollFD >= 0 else { throw .last("epoll_create1") }
+        let wakeFD = eventfd(0, courier_EFD_CLOEXEC | courier_EFD_NONBLOCK)
+        guard wakeFD >= 0 else {
+            Glibc.close(epollFD)
+            throw .last("eventfd")
+        }
+        guard courier_epoll_ctl(epollFD, courier_EPOLL_CTL_ADD, wakeFD, courier_EPOLLIN, Self.wakeToken) == 0 else {
+            Glibc.close(epollFD)
+            Glibc.close(wakeFD)
+            throw .last("epoll_ctl")
+        }
+        self.epollFD = epollFD
+        self.wakeFD = wakeFD
+        self.readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
+        let thread = Thread { [self] in run() }
+        thread.name = "\(name)-\(index)"
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
+    public var description: String { "EventLoop(\(index))" }
+
+    /// True when called on this loop's thread.
+    public var inEventLoop: Bool {
+        threadID.load(ordering: .relaxed) == UInt(pthread_self())
+    }
+
+    /// Runs `job` on the loop, soon; callable from any thread.
+    public func execute(_ job: @escaping Job) {
+        if inEventLoop {
+            localJobs.append(job)
+            return
+        }
+        let needsWake = incoming.withLock { state -> Bool in
+            state.jobs.append(job)
+            if state.wakePending { return false }
+            state.wakePending = true
+            return true
+        }
+        if needsWake { wake() }
+    }
+
+    /// Runs `job` on the loop after the current event has been handled; loop thread only.
+    /// Used to avoid calling back into an object from inside one of its own calls.
+    public func executeSoon(_ job: @escaping LocalJob) {
+        assertInEventLoop()
+        localJobs.append(job)
+    }
+
+    /// Runs `job` at `deadline`; loop thread only.
+    @discardableResult
+    public func scheduleTimer(at deadline: ContinuousClock.Instant, _ job: @escaping LocalJob) -> TimerID {
+        assertInEventLoop()
+        return timers.schedule(at: deadline, job)
+    }
+
+    /// Runs `job` after `delay`; loop thread only.
+    @discardableResult
+    public func scheduleTimer(after delay: Duration, _ job: @escaping LocalJob) -> TimerID {
+        scheduleTimer(at: .now + delay, job)
+    }
+
+    /// Cancels a timer that has not run; loop thread only.
+    public func cancelTimer(_ id: TimerID) {
+        assertInEventLoop()
+        timers.cancel(id)
+    }
+
+    /// Registers `fd` for `interest` (readable/writable; peer hang-up is always watched).
+    public func register(fd: Int32, interest: IOEvents, handler: IOEventHandler) throws(SystemError) -> RegistrationToken {
+        assertInEventLoop()
+        let token = nextToken
+        nextToken += 1
+        guard courier_epoll_ctl(epollFD, courier_EPOLL_CTL_ADD, fd, interest.rawValue, token) == 0 else {
+            throw .last("epoll_ctl(ADD)")
+        }
+        registrations[token] = Registration(fd: fd, handler: handler)
+        return RegistrationToken(rawValue: token)
+    }
+
+    /// Changes what a registration waits for.
+    public func setInterest(_ token: RegistrationToken, _ interest: IOEvents) {
+        assertInEventLoop()
+        guard let registration = registrations[token.rawValue] else { return }
+        _ = courier_epoll_ctl(epollFD, courier_EPOLL_CTL_MOD, registration.fd, interest.rawValue, token.rawValue)
+    }
+
+    /// Removes a registration; events already collected for it are dropped.
+    public func deregister(_ token: RegistrationToken) {
+        assertInEventLoop()
+        guard let registration = registrations.removeValue(forKey: token.rawValue) else { return }
+        _ = courier_epoll_ctl(epollFD, courier_EPOLL_CTL_DEL, registration.fd, 0, 0)
+    }
+
+    /// Stops the loop after the jobs already queued, and waits for its thread to end (unless
+    /// called on the loop itself).
+    public func shutdown() {
+        let needsWake = incoming.withLock { state -> Bool in
+            state.stopping = true
+            return true
+        }
+        if needsWake { wake() }
+        guard !inEventLoop else { return }
+        while !finished.withLock({ $0 }) { usleep(1000) }
+    }
+
+    /// Traps in debug builds when called off the loop's thread.
+    @inline(__always)
+    public func assertInEventLoop(file: StaticString = #fileID, line: UInt = #line) {
+        assert(inEventLoop, "called off its event loop", file: file, line: line)
+    }
+
+    private func wake() {
+        var one: UInt64 = 1
+        _ = Glibc.write(wakeFD, &one, 8)
+    }
+
+    private func run() {
+        threadID.store(UInt(pthread_self()), ordering: .relaxed)
+        let events = UnsafeMutableRawPointer.allocate(
+            byteCount: courier_epoll_event_size() * Self.eventBatch, alignment: 16
+        ).bindMemory(to: epoll_event.self, capacity: Self.eventBatch)
+        defer { events.deallocate() }
+
+        while true {
+            let timeout = waitTimeout()
+            let count = epoll_wait(epollFD, events, Int32(Self.eventBatch), timeout)
+            if count > 0 {
+                for index in 0..<Int(count) {
+                    let token = courier_epoll_event_data(events + index)
+                    let bits = courier_epoll_event_events(events + index)
+                    if token == Self.wakeToken {
+                        var value: UInt64 = 0
+                        _ = Glibc.read(wakeFD, &value, 8)
+                        continue
+                    }
+                    guard let registration = registrations[token] else { continue }
+                    registration.handler.handleIOEvents(IOEvents(rawValue: bits))
+                }
+            }
+            let dueTimers = timers.popDue(now: .now)
+            for job in dueTimers { job() }
+            if takeIncomingJobs() { break }
+            runLocalJobs()
+        }
+        runLocalJobs()
+        for registration in registrations.values { Glibc.close(registration.fd) }
+        registrations.removeAll()
+        Glibc.close(epollFD)
+        Glibc.close(wakeFD)
+        readBuffer.deallocate()
+        finished.withLock { $0 = true }
+    }
+
+    /// Moves jobs from other threads onto the local queue; returns true when the loop must stop.
+    private func takeIncomingJobs() -> Bool {
+        let (jobs, stopping) = incoming.withLock { state -> ([Job], Bool) in
+            let jobs = state.jobs
+            state.jobs = []
+            state.wakePending = false
+            return (jobs, state.stopping)
+        }
+        for job in jobs { localJobs.append(job) }
+        return stopping
+    }
+
+    /// Runs the jobs queued so far; jobs they queue run on the next turn, so a job that keeps
+    /// re-queueing itself cannot starve I/O.
+    private func runLocalJobs() {
+        var remaining = localJobs.count
+        while remaining > 0, let job = localJobs.popFirst() {
+            job()
+            remaining -= 1
+        }
+    }
+
+    /// Milliseconds epoll_wait may sleep: 0 with work queued, -1 with nothing scheduled.
+    private func waitTimeout() -> Int32 {
+        if !localJobs.isEmpty { return 0 }
+        guard let deadline = timers.nextDeadline() else { return -1 }
+        let remaining = deadline - .now
+        if remaining <= .zero { return 0 }
+        let (seconds, attoseconds) = remaining.components
+        // Round up so a timer never fires before its deadline.
+        let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+        return Int32(clamping: milliseconds)
+    }
+}
+
+/// A fixed set of event loops sharing the work of a process.
+public final class EventLoopGroup: Sendable {
+    public let loops: [EventLoop]
+    private let nextIndex = Atomic<Int>(0)
+
+    /// A group of `count` loops (by default one per core).
+    public init(loopCount count: Int = ProcessInfo.processInfo.activeProcessorCount, name: String = "courier-loop") throws(SystemError) {
+        var loops: [EventLoop] = []
+        for index in 0..<max(count, 1) { loops.append(try EventLoop(index: index, name: name)) }
+        self.loops = loops
+    }
+
+    /// The process-wide group every session uses unless told otherwise.
+    public static let shared: EventLoopGroup = {
+        do {
+            return try EventLoopGroup()
+        } catch {
+            fatalError("Courier cannot start its event loops: \(error)")
+        }
+    }()
+
+    /// The next loop, round robin.
+    public func next() -> EventLoop {
+        let index = nextIndex.add(1, ordering: .relaxed).oldValue
+        return loops[index % loops.count]
+    }
+
+    /// The loop of the calling thread when it is one of ours, else the next one.
+    public func currentOrNext() -> EventLoop {
+        loops.first { $0.inEventLoop } ?? next()
+    }
+
+    /// Stops every loop.
+    public func shutdown() {
+        for loop in loops { loop.shutdown() }
+    }
+}
+
+/// Carries a value that is not Sendable from its event loop to work that will run on the same
+/// loop; unwrapping elsewhere is a programming error caught in debug builds.
+public struct LoopBound<Value>: @unchecked Sendable {
+    public let loop: EventLoop
+    private let stored: Value
+
+    public init(_ value: Value, loop: EventLoop) {
+        self.loop = loop
+        self.stored = value
+    }
+
+    /// The value; on its loop only.
+    public var value: Value {
+        loop.assertInEventLoop()
+        return stored
+    }
+}

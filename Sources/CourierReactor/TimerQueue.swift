@@ -1,0 +1,66 @@
+import HeapModule
+
+/// Identifies a scheduled timer so it can be cancelled.
+public struct TimerID: Hashable, Sendable {
+    let rawValue: UInt64
+}
+
+/// Deadlines and the work due at each, ordered by time; a pure value fed the current instant.
+///
+/// Cancelling removes the work at once and leaves its heap entry to be skipped when it comes
+/// up, so both scheduling and cancelling are O(log n) at worst. Timers due at the same instant
+/// run in the order they were scheduled.
+public struct TimerQueue<Work> {
+    private struct Entry: Comparable {
+        var deadline: ContinuousClock.Instant
+        var id: UInt64
+
+        static func < (lhs: Entry, rhs: Entry) -> Bool {
+            lhs.deadline == rhs.deadline ? lhs.id < rhs.id : lhs.deadline < rhs.deadline
+        }
+    }
+
+    private var heap = Heap<Entry>()
+    private var work: [UInt64: Work] = [:]
+    private var nextID: UInt64 = 1
+
+    public init() {}
+
+    /// Number of live (not cancelled, not yet due) timers.
+    public var count: Int { work.count }
+
+    /// Schedules `item` at `deadline`.
+    public mutating func schedule(at deadline: ContinuousClock.Instant, _ item: Work) -> TimerID {
+        let id = nextID
+        nextID += 1
+        heap.insert(Entry(deadline: deadline, id: id))
+        work[id] = item
+        return TimerID(rawValue: id)
+    }
+
+    /// Cancels a timer; returns false when it already ran or was cancelled.
+    @discardableResult
+    public mutating func cancel(_ id: TimerID) -> Bool {
+        work.removeValue(forKey: id.rawValue) != nil
+    }
+
+    /// The earliest live deadline, or nil when nothing is scheduled.
+    public mutating func nextDeadline() -> ContinuousClock.Instant? {
+        dropCancelled()
+        return heap.min?.deadline
+    }
+
+    /// Removes and returns the work whose deadlines are at or before `now`, earliest first.
+    public mutating func popDue(now: ContinuousClock.Instant) -> [Work] {
+        var due: [Work] = []
+        while let first = heap.min, first.deadline <= now {
+            heap.removeMin()
+            if let item = work.removeValue(forKey: first.id) { due.append(item) }
+        }
+        return due
+    }
+
+    private mutating func dropCancelled() {
+        while let first = heap.min, work[first.id] == nil { heap.removeMin() }
+    }
+}

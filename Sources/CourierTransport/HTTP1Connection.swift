@@ -1,0 +1,505 @@
+import CourierCore
+import CourierHTTP1
+import CourierPool
+import CourierReactor
+import Foundation
+
+/// One HTTP/1.1 connection: a stream channel, the response parser and request encoder, and
+/// the exchange it is carrying. Confined to its event loop.
+///
+/// Lifecycle: created on a connected socket → idle ⇄ carrying one exchange → closed. After a
+/// response it goes back to its pool when the server allows reuse, the request body was sent
+/// whole and no stray byte followed the response; otherwise it closes. A protocol error always
+/// closes it.
+final class HTTP1Connection: StreamChannelDelegate {
+    /// The request being carried.
+    struct Active {
+        var exchange: HTTPExchange
+        var metrics: ExchangeMetrics
+        /// True once any response byte arrived (a stale connection fails before that).
+        var receivedResponseBytes = false
+        var headDelivered = false
+        var body: BodyProgress
+        var bodyBytesSent: Int64 = 0
+        var readingPaused = false
+        var lastActivity: ContinuousClock.Instant
+    }
+
+    /// How far the request body has gone.
+    enum BodyProgress {
+        case complete
+        /// Streaming from a producer; `reading` while a chunk is being fetched off the loop.
+        case streaming(RequestBodyProducer, length: Int64?, reading: Bool)
+    }
+
+    let id: PoolConnectionID
+    let loop: EventLoop
+    let channel: StreamChannel
+    weak var pool: PoolDriver?
+    private var parser = HTTP1ResponseParser()
+    private var active: Active?
+    private var requestsCarried = 0
+    /// Response bytes read while the exchange was paused, waiting to be parsed.
+    private var stash = ByteBuffer()
+    private var sendBuffer = ByteBuffer(capacity: 1024)
+    private var timeoutTimer: TimerID?
+    private var poolIdleTimer: TimerID?
+    private(set) var isClosed = false
+    let establishedAt: ContinuousClock.Instant
+    let connectTimings: (start: ContinuousClock.Instant, end: ContinuousClock.Instant)
+
+    /// Stream-body chunk size read per blocking call.
+    static let bodyChunkSize = 64 * 1024
+    /// Bytes queued in the channel above which body streaming waits for a drain.
+    static let bodyHighWatermark = 256 * 1024
+
+    init(id: PoolConnectionID, channel: StreamChannel, pool: PoolDriver, connectStart: ContinuousClock.Instant) {
+        self.id = id
+        self.loop = channel.loop
+        self.channel = channel
+        self.pool = pool
+        self.establishedAt = .now
+        self.connectTimings = (connectStart, establishedAt)
+        channel.delegate = self
+    }
+
+    // MARK: Carrying an exchange
+
+    /// Sends `exchange`'s request and starts reading its response.
+    func execute(_ exchange: HTTPExchange) {
+        loop.assertInEventLoop()
+        guard !isClosed, active == nil else {
+            // The pool handed over a connection that died meanwhile: let the pool retry it.
+            pool?.requeueAfterStaleConnection(exchange, closedConnection: id)
+            return
+        }
+        let pausedEarly = exchange.state.withLock { state -> Bool? in
+            if case .finished = state.phase { return nil }
+            state.phase = .executing(ConnectionHandle(connection: self))
+            return state.pausedEarly
+        }
+        guard let pausedEarly else {
+            // Cancelled on its way here: the connection is free again.
+            pool?.connectionReleased(id)
+            return
+        }
+        cancelPoolIdleTimer()
+        requestsCarried += 1
+        let request = exchange.request
+        var metrics = ExchangeMetrics()
+        metrics.fetchStart = exchange.createdAt
+        metrics.isReusedConnection = requestsCarried > 1
+        if !metrics.isReusedConnection {
+            metrics.connectStart = connectTimings.start
+            metrics.connectEnd = connectTimings.end
+        }
+        metrics.networkProtocolName = "http/1.1"
+        metrics.localAddress = channel.localAddress
+        metrics.remoteAddress = channel.remoteAddress
+        metrics.requestStart = .now
+
+        let framing: HTTP1BodyFraming
+        var bodyProgress = BodyProgress.complete
+        switch request.body {
+        case .empty:
+            framing = request.head.method.expectsRequestContent ? .contentLength(0) : .none
+        case .bytes(let data):
+            framing = data.isEmpty && !request.head.method.expectsRequestContent ? .none : .contentLength(Int64(data.count))
+        case .stream(let producer, let length):
+            framing = length.map { .contentLength($0) } ?? .chunked
+            bodyProgress = .streaming(producer, length: length, reading: false)
+        }
+        sendBuffer.clear()
+        do {
+            try HTTP1RequestEncoder.encodeHead(request.head, framing: framing, into: &sendBuffer)
+        } catch {
+            // Validation is done before queueing; this is a last line of defence.
+            exchange.state.withLock { $0.phase = .created }
+            exchange.fail(.localProtocol(error), metrics: metrics)
+            pool?.connectionReleased(id)
+            return
+        }
+        metrics.requestHeaderBytesSent = Int64(sendBuffer.readableBytes)
+        active = Active(exchange: exchange, metrics: metrics, body: bodyProgress, lastActivity: .now)
+        parser.expectResponse(to: request.head.method)
+        armTimeout(request.idleTimeout, deadline: request.deadline)
+
+        if case .bytes(let data) = request.body, !data.isEmpty {
+            data.withUnsafeBytes { body in
+                sendBuffer.withReadableBytes { head in channel.write([head, body]) }
+            }
+            bodySent(Int64(data.count))
+        } else {
+            sendBuffer.withReadableBytes { channel.write($0) }
+        }
+        if active != nil, case .complete = active!.body {
+            active!.metrics.requestEnd = .now
+        }
+        if pausedEarly { setReadingPaused(true, for: exchange) }
+        pumpBody()
+    }
+
+    /// Cancels `exchange` if this connection carries it: the connection closes, since the rest
+    /// of the response would have to be read and thrown away.
+    func cancel(_ exchange: HTTPExchange) {
+        guard let current = active, current.exchange === exchange else { return }
+        finishActive(.failure(.cancelled))
+        close()
+    }
+
+    /// Pauses or resumes reading for `exchange`.
+    func setReadingPaused(_ paused: Bool, for exchange: HTTPExchange) {
+        guard active?.exchange === exchange, active!.readingPaused != paused else { return }
+        active!.readingPaused = paused
+        if paused {
+            channel.pauseReading()
+        } else {
+            active!.lastActivity = .now
+            drainStash()
+            if let current = active, !current.readingPaused { channel.resumeReading() }
+        }
+    }
+
+    // MARK: StreamChannelDelegate
+
+    func channel(_ channel: StreamChannel, didRead bytes: UnsafeRawBufferPointer) {
+        guard active != nil else {
+            // Bytes with no request outstanding: a stray or pipelined response nobody asked
+            // for. It could be mistaken for the next response, so the connection retires.
+            close()
+            return
+        }
+        active!.receivedResponseBytes = true
+        active!.lastActivity = .now
+        if !stash.isEmpty || active!.readingPaused {
+            stash.write(bytes)
+            return
+        }
+        parse(bytes)
+    }
+
+    func channelDidReadEOF(_ channel: StreamChannel) {
+        guard active != nil else {
+            close()
+            return
+        }
+        if !stash.isEmpty || active!.readingPaused {
+            // Let the paused exchange read what it has first; the end is seen after that.
+            pendingEOF = true
+            return
+        }
+        handleEOF()
+    }
+
+    func channelDidDrainWrites(_ channel: StreamChannel) {
+        guard active != nil else { return }
+        active!.lastActivity = .now
+        pumpBody()
+    }
+
+    func channel(_ channel: StreamChannel, didFail error: SystemError) {
+        isClosed = true
+        if active != nil {
+            connectionFailedUnderExchange(.connectionLost(error))
+        }
+        closeAndTellPool()
+    }
+
+    private var pendingEOF = false
+
+    // MARK: Parsing
+
+    /// Feeds received bytes to the parser and delivers the events, until the bytes run out, the
+    /// exchange pauses, or the response ends.
+    private func parse(_ bytes: UnsafeRawBufferPointer) {
+        var offset = 0
+        while active != nil {
+            let step: HTTP1ParseStep
+            do {
+                step = try parser.next(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+            } catch {
+                finishActive(.failure(.remoteProtocol(error)))
+                close()
+                return
+            }
+            let base = offset
+            offset += step.consumed
+            guard let event = step.event else { break }
+            deliver(event, from: bytes, at: base)
+            if active == nil {
+                // The response ended; bytes left over mean the server sent more than asked.
+                if offset < bytes.count { close() }
+                return
+            }
+            if active!.readingPaused {
+                stash.write(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+                return
+            }
+        }
+    }
+
+    private func deliver(_ event: HTTP1ResponseEvent, from bytes: UnsafeRawBufferPointer, at base: Int) {
+        guard let current = active else { return }
+        switch event {
+        case .head(let head):
+            active!.headDelivered = true
+            active!.metrics.responseStart = .now
+            active!.metrics.responseHeaderBytesReceived = Int64(parser.lastHeadByteCount)
+            if head.status == 101 {
+                // Courier does not offer protocol switching on HTTP/1 exchanges.
+                finishActive(.failure(.remoteProtocol(UnexpectedUpgradeError())))
+                close()
+                return
+            }
+            current.exchange.delegate.exchange(current.exchange, didReceiveHead: head)
+        case .body(let range):
+            let slice = UnsafeRawBufferPointer(rebasing: bytes[(base + range.lowerBound)..<(base + range.upperBound)])
+            active!.metrics.responseBodyBytesReceived += Int64(slice.count)
+            current.exchange.delegate.exchange(current.exchange, didReceiveBodyBytes: slice)
+        case .end(let trailers):
+            finishActive(.success(trailers))
+        }
+    }
+
+    private func drainStash() {
+        guard !stash.isEmpty else {
+            if pendingEOF { handleEOF() }
+            return
+        }
+        let pending = stash.readableBytesArray()
+        stash.clear()
+        pending.withUnsafeBytes { parse($0) }
+        if pendingEOF && stash.isEmpty && (active == nil || !active!.readingPaused) {
+            handleEOF()
+        }
+    }
+
+    private func handleEOF() {
+        pendingEOF = false
+        guard active != nil else {
+            close()
+            return
+        }
+        do {
+            if case .end(let trailers)? = try parser.finish() {
+                finishActive(.success(trailers))
+            } else {
+                connectionFailedUnderExchange(.connectionLost(nil))
+            }
+        } catch {
+            if error.isTruncation {
+                connectionFailedUnderExchange(.connectionLost(nil))
+            } else {
+                finishActive(.failure(.remoteProtocol(error)))
+            }
+        }
+        close()
+    }
+
+    /// The connection died under the exchange. When no response byte had arrived on a reused
+    /// connection, the request is retried once on a new connection (if it may be); otherwise
+    /// it fails.
+    private func connectionFailedUnderExchange(_ error: TransportError) {
+        guard let current = active else { return }
+        if !current.receivedResponseBytes && current.metrics.isReusedConnection {
+            let request = current.exchange.request
+            let mayRetry = request.head.method.isIdempotent || request.body.isReplayable
+            let firstRetry = current.exchange.state.withLock { state -> Bool in
+                guard !state.retried else { return false }
+                state.retried = true
+                state.phase = .created
+                return true
+            }
+            if mayRetry && firstRetry {
+                active = nil
+                cancelTimeout()
+                pool?.requeueAfterStaleConnection(current.exchange, closedConnection: id)
+                return
+            }
+        }
+        finishActive(.failure(error))
+    }
+
+    // MARK: Finishing
+
+    /// Ends the current exchange with a result and, when the connection can carry another
+    /// request, gives it back to the pool.
+    private func finishActive(_ result: Result<HTTPFields?, TransportError>) {
+        guard var current = active else { return }
+        active = nil
+        cancelTimeout()
+        current.metrics.responseEnd = .now
+        let bodyComplete: Bool
+        if case .complete = current.body { bodyComplete = true } else { bodyComplete = false }
+        current.metrics.requestBodyBytesSent = current.bodyBytesSent
+        let exchange = current.exchange
+        switch result {
+        case .success(let trailers):
+            if exchange.markFinished() {
+                exchange.delegate.exchange(exchange, didCompleteWithTrailers: trailers, metrics: current.metrics)
+            }
+            let reusable = parser.connectionReuse == .keepAlive && bodyComplete && stash.isEmpty && !pendingEOF
+            if reusable && !isClosed {
+                pool?.connectionReleased(id)
+            } else {
+                close()
+            }
+        case .failure(let error):
+            exchange.fail(error, metrics: current.metrics)
+        }
+    }
+
+    /// Closes the socket and tells the pool; idempotent.
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        if active != nil { finishActive(.failure(.connectionLost(nil))) }
+        closeAndTellPool()
+    }
+
+    private func closeAndTellPool() {
+        cancelTimeout()
+        cancelPoolIdleTimer()
+        channel.close()
+        pool?.connectionClosed(id)
+        pool = nil
+    }
+
+    // MARK: Timers
+
+    private func armTimeout(_ timeout: Duration, deadline: ContinuousClock.Instant?) {
+        cancelTimeout()
+        var first = ContinuousClock.now + timeout
+        if let deadline { first = min(first, deadline) }
+        timeoutTimer = loop.scheduleTimer(at: first) { [weak self] in self?.timeoutFired(timeout) }
+    }
+
+    /// Fires at most once per timeout period and re-arms for the time left since the last
+    /// byte, so busy exchanges cost no timer work per read.
+    private func timeoutFired(_ timeout: Duration) {
+        timeoutTimer = nil
+        guard let current = active else { return }
+        let now = ContinuousClock.now
+        if let deadline = current.exchange.request.deadline, now >= deadline {
+            finishActive(.failure(.timedOut))
+            close()
+            return
+        }
+        let silent = now - current.lastActivity
+        if current.readingPaused || silent < timeout {
+            var remaining = current.readingPaused ? timeout : timeout - silent
+            if let deadline = current.exchange.request.deadline { remaining = min(remaining, deadline - now) }
+            timeoutTimer = loop.scheduleTimer(after: remaining) { [weak self] in self?.timeoutFired(timeout) }
+            return
+        }
+        finishActive(.failure(.timedOut))
+        close()
+    }
+
+    private func cancelTimeout() {
+        if let timeoutTimer { loop.cancelTimer(timeoutTimer) }
+        timeoutTimer = nil
+    }
+
+    /// Starts the pool's idle timer for this connection.
+    func schedulePoolIdleTimer(_ delay: Duration) {
+        cancelPoolIdleTimer()
+        poolIdleTimer = loop.scheduleTimer(after: delay) { [weak self] in
+            guard let self else { return }
+            poolIdleTimer = nil
+            pool?.idleTimeoutFired(id)
+        }
+    }
+
+    func cancelPoolIdleTimer() {
+        if let poolIdleTimer { loop.cancelTimer(poolIdleTimer) }
+        poolIdleTimer = nil
+    }
+
+    // MARK: Request body
+
+    private func bodySent(_ count: Int64) {
+        guard active != nil else { return }
+        active!.bodyBytesSent += count
+        active!.lastActivity = .now
+        let exchange = active!.exchange
+        exchange.delegate.exchange(exchange, didSendBodyBytes: active!.bodyBytesSent)
+    }
+
+    /// Fetches the next chunk of a streamed body when the channel has room for it.
+    private func pumpBody() {
+        guard let current = active, case .streaming(let producer, let length, false) = current.body else { return }
+        guard channel.pendingWriteBytes < Self.bodyHighWatermark else { return }
+        active!.body = .streaming(producer, length: length, reading: true)
+        let exchange = current.exchange
+        let bound = LoopBound(self, loop: loop)
+        let loop = self.loop
+        BlockingPool.shared.submit {
+            let outcome: Result<Data, BodyStreamFailure>
+            do {
+                outcome = .success(try producer.readChunk(maxLength: Self.bodyChunkSize))
+            } catch {
+                outcome = .failure(BodyStreamFailure(message: "\(error)"))
+            }
+            loop.execute { bound.value.bodyChunkRead(outcome, for: exchange) }
+        }
+    }
+
+    private func bodyChunkRead(_ result: Result<Data, BodyStreamFailure>, for exchange: HTTPExchange) {
+        guard let current = active, current.exchange === exchange,
+              case .streaming(let producer, let length, true) = current.body else { return }
+        switch result {
+        case .failure(let failure):
+            finishActive(.failure(.bodyStream(failure.message)))
+            close()
+        case .success(let chunk):
+            if chunk.isEmpty {
+                if let length, current.bodyBytesSent != length {
+                    finishActive(.failure(.bodyStream("the body ended after \(current.bodyBytesSent) of \(length) bytes")))
+                    close()
+                    return
+                }
+                if length == nil {
+                    sendBuffer.clear()
+                    HTTP1RequestEncoder.encodeLastChunk(into: &sendBuffer)
+                    sendBuffer.withReadableBytes { channel.write($0) }
+                }
+                active!.body = .complete
+                active!.metrics.requestEnd = .now
+                return
+            }
+            if let length, current.bodyBytesSent + Int64(chunk.count) > length {
+                finishActive(.failure(.bodyStream("the body is longer than its declared \(length) bytes")))
+                close()
+                return
+            }
+            chunk.withUnsafeBytes { data in
+                if length == nil {
+                    sendBuffer.clear()
+                    HTTP1RequestEncoder.encodeChunkHeader(length: data.count, into: &sendBuffer)
+                    let header = sendBuffer.readableBytesArray()
+                    header.withUnsafeBytes { head in
+                        Self.crlf.withUnsafeBytes { crlf in channel.write([head, data, crlf]) }
+                    }
+                } else {
+                    channel.write(data)
+                }
+            }
+            active!.body = .streaming(producer, length: length, reading: false)
+            bodySent(Int64(chunk.count))
+            pumpBody()
+        }
+    }
+
+    private static let crlf: [UInt8] = [13, 10]
+}
+
+/// Why reading a streamed request body failed.
+struct BodyStreamFailure: Error {
+    var message: String
+}
+
+/// A 101 Switching Protocols answered a plain HTTP exchange.
+struct UnexpectedUpgradeError: RemoteProtocolError {
+    var description: String { "unexpected 101 Switching Protocols response" }
+}

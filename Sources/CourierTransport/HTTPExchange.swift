@@ -1,0 +1,124 @@
+import CourierCore
+import CourierPool
+import CourierReactor
+import Synchronization
+
+/// Receives the progress of one exchange. Called on the event loop of the connection carrying
+/// it, one call at a time; keep each call short (copy the bytes, hand work elsewhere).
+public protocol HTTPExchangeDelegate: AnyObject, Sendable {
+    /// Request body bytes written so far (total).
+    func exchange(_ exchange: HTTPExchange, didSendBodyBytes totalBytesSent: Int64)
+    /// The final response head arrived.
+    func exchange(_ exchange: HTTPExchange, didReceiveHead head: HTTPResponseHead)
+    /// Body bytes arrived, lent for the duration of the call.
+    func exchange(_ exchange: HTTPExchange, didReceiveBodyBytes bytes: UnsafeRawBufferPointer)
+    /// The response is complete. Called once, unless the exchange failed.
+    func exchange(_ exchange: HTTPExchange, didCompleteWithTrailers trailers: HTTPFields?, metrics: ExchangeMetrics)
+    /// The exchange failed. Called once, unless it completed.
+    func exchange(_ exchange: HTTPExchange, didFailWith error: TransportError, metrics: ExchangeMetrics)
+}
+
+/// One request travelling through the transport, and the caller's handle on it: cancel it,
+/// or pause and resume the delivery of its response (back-pressure).
+///
+/// Thread-safe. While waiting in a pool it is owned by the pool driver; once given to a
+/// connection, control calls hop to that connection's loop.
+public final class HTTPExchange: Sendable {
+    enum Phase {
+        /// Not yet handed to a pool.
+        case created
+        /// Waiting in a pool for a connection.
+        case queued(PoolDriver, PoolRequestID)
+        /// On a connection.
+        case executing(ConnectionHandle)
+        /// Completed or failed; nothing more will be delivered.
+        case finished
+    }
+
+    struct State {
+        var phase = Phase.created
+        /// Asked to pause before reaching a connection; applied when it does.
+        var pausedEarly = false
+        /// Retried once already after a stale connection.
+        var retried = false
+    }
+
+    public let request: TransportRequest
+    let delegate: HTTPExchangeDelegate
+    /// Everything the exchange knows, guarded by its mutex.
+    let state = Mutex(State())
+    /// When the exchange entered the transport; loop threads add the rest.
+    let createdAt = ContinuousClock.now
+
+    init(request: TransportRequest, delegate: HTTPExchangeDelegate) {
+        self.request = request
+        self.delegate = delegate
+    }
+
+    /// Stops the exchange; the delegate gets `.cancelled` unless it already finished.
+    public func cancel() {
+        let phase = state.withLock { $0.phase }
+        switch phase {
+        case .created, .finished:
+            break
+        case .queued(let driver, let id):
+            driver.cancel(id)
+        case .executing(let connection):
+            connection.onLoop { $0.cancel(self) }
+        }
+    }
+
+    /// Stops delivering response bytes until ``resumeReading()``; the connection stops reading.
+    public func pauseReading() {
+        let phase = state.withLock { state -> Phase in
+            state.pausedEarly = true
+            return state.phase
+        }
+        if case .executing(let connection) = phase { connection.onLoop { $0.setReadingPaused(true, for: self) } }
+    }
+
+    /// Delivers response bytes again.
+    public func resumeReading() {
+        let phase = state.withLock { state -> Phase in
+            state.pausedEarly = false
+            return state.phase
+        }
+        if case .executing(let connection) = phase { connection.onLoop { $0.setReadingPaused(false, for: self) } }
+    }
+
+    /// Marks the exchange finished; returns false when it already was (so the caller must not
+    /// deliver anything).
+    func markFinished() -> Bool {
+        state.withLock { state in
+            if case .finished = state.phase { return false }
+            state.phase = .finished
+            return true
+        }
+    }
+
+    /// Fails the exchange unless it already finished.
+    func fail(_ error: TransportError, metrics: ExchangeMetrics = ExchangeMetrics()) {
+        guard markFinished() else { return }
+        var metrics = metrics
+        if metrics.fetchStart == nil { metrics.fetchStart = createdAt }
+        delegate.exchange(self, didFailWith: error, metrics: metrics)
+    }
+}
+
+/// A reference to a connection that may be used from any thread, but only touched on its loop.
+struct ConnectionHandle: @unchecked Sendable {
+    let connection: HTTP1Connection
+
+    var loop: EventLoop { connection.loop }
+
+    /// Runs `body` with the connection on its loop: at once when already there.
+    func onLoop(_ body: @escaping @Sendable (HTTP1Connection) -> Void) {
+        let connection = self.connection
+        let bound = self
+        if connection.loop.inEventLoop {
+            body(connection)
+        } else {
+            connection.loop.execute { body(bound.connection) }
+        }
+    }
+}

@@ -1,0 +1,154 @@
+import CourierCore
+import CourierPool
+import CourierReactor
+import Synchronization
+
+/// Runs one key's ``PoolStateMachine``: feeds it events under a mutex and carries out the
+/// actions it returns, outside the mutex, on the right event loops.
+final class PoolDriver: Sendable {
+    typealias Machine = PoolStateMachine<ConnectError>
+    typealias Action = PoolAction<ConnectError>
+
+    struct State {
+        var machine: Machine
+        var exchanges: [PoolRequestID: HTTPExchange] = [:]
+        var connections: [PoolConnectionID: ConnectionHandle] = [:]
+        var nextRequestID = 0
+    }
+
+    let origin: Origin
+    let group: EventLoopGroup
+    let connectTimeout: Duration
+    let resolver: Resolver
+    /// The machine and what its identifiers stand for; guarded by the mutex.
+    private let state: Mutex<State>
+
+    init(origin: Origin, configuration: PoolConfiguration, connectTimeout: Duration, group: EventLoopGroup, resolver: Resolver = Resolver()) {
+        self.origin = origin
+        self.group = group
+        self.connectTimeout = connectTimeout
+        self.resolver = resolver
+        self.state = Mutex(State(machine: Machine(configuration: configuration)))
+    }
+
+    // MARK: Events from the transport and its connections
+
+    /// Queues an exchange for a connection.
+    func submit(_ exchange: HTTPExchange, requiresNewConnection: Bool = false) {
+        let actions = state.withLock { state -> [Action] in
+            let id = PoolRequestID(state.nextRequestID)
+            state.nextRequestID += 1
+            state.exchanges[id] = exchange
+            exchange.state.withLock { $0.phase = .queued(self, id) }
+            return state.machine.requestQueued(id, requiresNewConnection: requiresNewConnection)
+        }
+        run(actions)
+    }
+
+    func cancel(_ id: PoolRequestID) {
+        run(state.withLock { $0.machine.requestCancelled(id) })
+    }
+
+    func connectionReleased(_ id: PoolConnectionID) {
+        run(state.withLock { $0.machine.connectionReleased(id) })
+    }
+
+    func connectionClosed(_ id: PoolConnectionID) {
+        run(state.withLock { state -> [Action] in
+            state.connections[id] = nil
+            return state.machine.connectionClosed(id)
+        })
+    }
+
+    func idleTimeoutFired(_ id: PoolConnectionID) {
+        run(state.withLock { $0.machine.idleTimeoutFired(id) })
+    }
+
+    /// A request failed on a reused connection before any response byte: try once more on a
+    /// new connection.
+    func requeueAfterStaleConnection(_ exchange: HTTPExchange, closedConnection: PoolConnectionID) {
+        submit(exchange, requiresNewConnection: true)
+    }
+
+    func shutdown() {
+        run(state.withLock { $0.machine.shutdown() })
+    }
+
+    // MARK: Actions
+
+    private func run(_ actions: [Action]) {
+        for action in actions {
+            switch action {
+            case .createConnection(let id):
+                dial(id)
+            case .executeRequest(let requestID, let connectionID):
+                let (exchange, connection) = state.withLock { state in
+                    (state.exchanges.removeValue(forKey: requestID), state.connections[connectionID])
+                }
+                guard let exchange, let connection else { continue }
+                connection.onLoop { $0.execute(exchange) }
+            case .failRequest(let requestID, let failure):
+                let exchange = state.withLock { $0.exchanges.removeValue(forKey: requestID) }
+                switch failure {
+                case .dialFailed(let error): exchange?.fail(.connect(error))
+                case .cancelled: exchange?.fail(.cancelled)
+                case .shutDown: exchange?.fail(.shutDown)
+                }
+            case .closeConnection(let id):
+                let connection = state.withLock { $0.connections.removeValue(forKey: id) }
+                connection?.onLoop { $0.close() }
+            case .scheduleIdleTimer(let id, let delay):
+                state.withLock { $0.connections[id] }?.onLoop { $0.schedulePoolIdleTimer(delay) }
+            case .cancelIdleTimer(let id):
+                state.withLock { $0.connections[id] }?.onLoop { $0.cancelPoolIdleTimer() }
+            case .scheduleBackoffTimer(let id, let delay):
+                // A stale backoff timer is harmless: the machine ignores slots it no longer has.
+                let loop = group.next()
+                loop.execute { [self] in
+                    loop.scheduleTimer(after: delay) { [self] in
+                        run(state.withLock { $0.machine.backoffElapsed(id) })
+                    }
+                }
+            case .cancelBackoffTimer:
+                break
+            case .shutdownComplete:
+                break
+            }
+        }
+    }
+
+    /// Dials a connection on the caller's loop when it is one of ours, else the next loop.
+    private func dial(_ id: PoolConnectionID) {
+        let loop = group.currentOrNext()
+        let target = Connector.Target.host(origin.host, port: origin.port)
+        let deadline = ContinuousClock.now + connectTimeout
+        let start = { [self] in
+            let connectStart = ContinuousClock.now
+            let connector = Connector(target: target, loop: loop, resolver: resolver)
+            connector.start(deadline: deadline) { [self] result in
+                switch result {
+                case .success(let socket):
+                    do throws(SystemError) {
+                        let channel = try StreamChannel(fd: socket.fd, loop: loop)
+                        let connection = HTTP1Connection(id: id, channel: channel, pool: self, connectStart: connectStart)
+                        let actions = state.withLock { state -> [Action] in
+                            state.connections[id] = ConnectionHandle(connection: connection)
+                            return state.machine.connectionEstablished(id, protocol: .http1)
+                        }
+                        run(actions)
+                    } catch {
+                        run(state.withLock { $0.machine.connectionFailed(id, error: .connect(error)) })
+                    }
+                case .failure(let error):
+                    run(state.withLock { $0.machine.connectionFailed(id, error: error) })
+                }
+            }
+        }
+        if loop.inEventLoop {
+            start()
+        } else {
+            let bound = LoopBound(start, loop: loop)
+            loop.execute { bound.value() }
+        }
+    }
+}

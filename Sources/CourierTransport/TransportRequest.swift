@@ -1,0 +1,108 @@
+import CourierCore
+import CourierHTTP1
+import CourierReactor
+import Foundation
+
+/// Where a request goes: the parts of a URL that pick a connection.
+public struct Origin: Hashable, Sendable, CustomStringConvertible {
+    public enum Scheme: String, Sendable {
+        case http, https
+        public var defaultPort: UInt16 { self == .https ? 443 : 80 }
+    }
+
+    public var scheme: Scheme
+    /// The host, lower-cased; IPv6 literals without brackets.
+    public var host: String
+    public var port: UInt16
+
+    public init(scheme: Scheme, host: String, port: UInt16? = nil) {
+        self.scheme = scheme
+        self.host = host.lowercased()
+        self.port = port ?? scheme.defaultPort
+    }
+
+    /// `host[:port]` as the Host field writes it: brackets around IPv6, the port only when it
+    /// is not the scheme's default.
+    public var authority: String {
+        let hostPart = host.contains(":") ? "[\(host)]" : host
+        return port == scheme.defaultPort ? hostPart : "\(hostPart):\(port)"
+    }
+
+    public var description: String { "\(scheme.rawValue)://\(authority)" }
+}
+
+/// Produces a request body whose bytes are not all in memory (a stream, a file). Called on a
+/// blocking thread, never on an event loop.
+public protocol RequestBodyProducer: AnyObject, Sendable {
+    /// Returns up to `maxLength` bytes; an empty result means the body ended.
+    func readChunk(maxLength: Int) throws -> Data
+}
+
+/// The body of a request.
+public enum RequestBody: Sendable {
+    /// No body.
+    case empty
+    /// Bytes in memory: sent with Content-Length.
+    case bytes(Data)
+    /// Bytes read as they are sent: with Content-Length when `length` is known, chunked when not.
+    case stream(RequestBodyProducer, length: Int64?)
+
+    /// True when the same bytes can be sent again (a retry after a stale connection).
+    public var isReplayable: Bool {
+        switch self {
+        case .empty, .bytes: return true
+        case .stream: return false
+        }
+    }
+}
+
+/// A request as the transport carries it.
+public struct TransportRequest: Sendable {
+    public var origin: Origin
+    public var head: HTTPRequestHead
+    public var body: RequestBody
+    /// Longest silence (no byte sent or received) before the request fails as timed out.
+    public var idleTimeout: Duration
+    /// When the whole transfer must be over (the resource timeout); nil for none.
+    public var deadline: ContinuousClock.Instant?
+
+    public init(origin: Origin, head: HTTPRequestHead, body: RequestBody = .empty, idleTimeout: Duration = .seconds(60)) {
+        self.origin = origin
+        self.head = head
+        self.body = body
+        self.idleTimeout = idleTimeout
+    }
+}
+
+/// Why the transport could not complete a request. The `Courier` layer maps these to `URLError`.
+public enum TransportError: Error, Sendable, CustomStringConvertible {
+    /// No connection could be made.
+    case connect(ConnectError)
+    /// Nothing moved for longer than the request's idle timeout.
+    case timedOut
+    /// The connection closed or failed mid-exchange; nil when the peer simply closed.
+    case connectionLost(SystemError?)
+    /// The server broke the protocol.
+    case remoteProtocol(any RemoteProtocolError)
+    /// The request cannot be sent as given.
+    case localProtocol(any LocalProtocolError)
+    /// Reading the request body failed, or it ended before its declared length.
+    case bodyStream(String)
+    /// The request was cancelled.
+    case cancelled
+    /// The session's transport was shut down.
+    case shutDown
+
+    public var description: String {
+        switch self {
+        case .connect(let error): return error.description
+        case .timedOut: return "the request timed out"
+        case .connectionLost(let error): return error.map { "connection lost: \($0)" } ?? "connection closed by the server"
+        case .remoteProtocol(let error): return "bad response from the server: \(error)"
+        case .localProtocol(let error): return error.description
+        case .bodyStream(let why): return "request body stream failed: \(why)"
+        case .cancelled: return "cancelled"
+        case .shutDown: return "the session was invalidated"
+        }
+    }
+}
