@@ -72,7 +72,12 @@ let package = Package(
         ),
 
         // Test support: real peers on loopback (nginx, a scripted raw server).
-        .target(name: "_CourierTestSupport", dependencies: ["CCourierLinux"], path: "Tests/_CourierTestSupport"),
+        .target(
+            name: "_CourierTestSupport",
+            dependencies: ["CCourierOpenSSL"],
+            path: "Tests/_CourierTestSupport",
+            resources: [.copy("Resources/echo.js")]
+        ),
 
         .testTarget(name: "CourierCoreTests", dependencies: ["CourierCore"]),
         .testTarget(name: "CourierPoolTests", dependencies: ["CourierPool"]),

@@ -303,7 +303,7 @@ final class HTTP1Connection: StreamChannelDelegate {
         guard let current = active else { return }
         if !current.receivedResponseBytes && current.metrics.isReusedConnection {
             let request = current.exchange.request
-            let mayRetry = request.head.method.isIdempotent || request.body.isReplayable
+            let mayRetry = request.head.method.isIdempotent && request.body.isReplayable
             let firstRetry = current.exchange.state.withLock { state -> Bool in
                 guard !state.retried else { return false }
                 state.retried = true

@@ -1,0 +1,264 @@
+import Courier
+import Foundation
+import Synchronization
+import Testing
+import _CourierTestSupport
+
+/// Faults no real server makes on demand, from a scripted raw-socket server.
+@Suite("HTTP/1.1 faults from a scripted server")
+struct HTTP1FaultTests {
+    func session(timeout: TimeInterval = 10, resourceTimeout: TimeInterval? = nil) -> URLSession {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = timeout
+        if let resourceTimeout { configuration.timeoutIntervalForResource = resourceTimeout }
+        return URLSession(configuration: configuration)
+    }
+
+    func expectURLError(_ code: URLError.Code, _ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async {
+        do {
+            try await body()
+            Issue.record("expected URLError \(code)", sourceLocation: sourceLocation)
+        } catch let error as URLError {
+            #expect(error.code == code, "\(error.localizedDescription)", sourceLocation: sourceLocation)
+            #expect(error.failingURL != nil, sourceLocation: sourceLocation)
+        } catch {
+            Issue.record("expected URLError \(code), got \(error)", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test("a body shorter than its Content-Length is networkConnectionLost")
+    func truncatedBody() async throws {
+        let server = try ScriptedServer { connection in
+            _ = connection.readRequest()
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly fifty bytes of the hundred that were promised!")
+        }
+        await expectURLError(.networkConnectionLost) { _ = try await session().data(from: server.url("/")) }
+    }
+
+    @Test("a chunked body cut short is networkConnectionLost")
+    func truncatedChunked() async throws {
+        let server = try ScriptedServer { connection in
+            _ = connection.readRequest()
+            connection.write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n10\r\nshort")
+        }
+        await expectURLError(.networkConnectionLost) { _ = try await session().data(from: server.url("/")) }
+    }
+
+    @Test("malformed framing is badServerResponse", arguments: [
+        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+        "HTTP/1.1 200 OK\r\nX-A: a\r\n  folded\r\nContent-Length: 0\r\n\r\n",
+        "HTTP/1.1 200 OK\nContent-Length: 0\n\n",
+        "HTTP/1.1 200 OK\r\nX-A: a\rb\r\nContent-Length: 0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nX-A: a\0b\r\nContent-Length: 0\r\n\r\n",
+        "HTTP/2.0 200 OK\r\nContent-Length: 0\r\n\r\n",
+        "SMTP ready\r\n\r\n",
+    ])
+    func badFraming(_ response: String) async throws {
+        let server = try ScriptedServer { connection in
+            _ = connection.readRequest()
+            connection.write(response)
+            connection.readToEOF(timeout: 2)
+        }
+        await expectURLError(.badServerResponse) { _ = try await session().data(from: server.url("/")) }
+    }
+
+    @Test("a stalled server times out after timeoutIntervalForRequest")
+    func stall() async throws {
+        let server = try ScriptedServer { connection in
+            _ = connection.readRequest()
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+            connection.readToEOF(timeout: 5)
+        }
+        let start = ContinuousClock.now
+        await expectURLError(.timedOut) { _ = try await session(timeout: 0.5).data(from: server.url("/")) }
+        #expect(ContinuousClock.now - start < .seconds(4))
+    }
+
+    @Test("a trickling server is stopped by timeoutIntervalForResource")
+    func resourceTimeout() async throws {
+        let server = try ScriptedServer { connection in
+            _ = connection.readRequest()
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+            for _ in 0..<100 {
+                connection.write("x")
+                usleep(100_000)
+            }
+        }
+        let start = ContinuousClock.now
+        await expectURLError(.timedOut) { _ = try await session(timeout: 5, resourceTimeout: 1).data(from: server.url("/")) }
+        #expect(ContinuousClock.now - start < .seconds(5))
+    }
+
+    @Test("an explicit request timeout wins over the session's")
+    func requestTimeout() async throws {
+        let server = try ScriptedServer { connection in
+            _ = connection.readRequest()
+            connection.readToEOF(timeout: 5)
+        }
+        var request = URLRequest(url: server.url("/"))
+        request.timeoutInterval = 0.3
+        let start = ContinuousClock.now
+        await expectURLError(.timedOut) { _ = try await session(timeout: 30).data(for: request) }
+        #expect(ContinuousClock.now - start < .seconds(3))
+    }
+
+    @Test("cancelling the Swift task cancels the load")
+    func swiftCancellation() async throws {
+        let server = try ScriptedServer { connection in
+            _ = connection.readRequest()
+            connection.readToEOF(timeout: 5)
+        }
+        let session = session()
+        let load = Task { try await session.data(from: server.url("/")) }
+        try await Task.sleep(for: .milliseconds(200))
+        load.cancel()
+        await expectURLError(.cancelled) { _ = try await load.value }
+    }
+
+    @Test("a connection refused is cannotConnectToHost")
+    func refused() async throws {
+        let port = freeLoopbackPort()
+        await expectURLError(.cannotConnectToHost) { _ = try await session().data(from: URL(string: "http://127.0.0.1:\(port)/")!) }
+    }
+
+    @Test("header injection fails before any byte is sent", arguments: [
+        ("X-Test", "ok\r\nX-Injected: 1"), ("X-Test", "nul\0byte"), ("Bad Name", "v"), ("X-Test", "line\nfeed"), ("", "v"),
+    ])
+    func headerInjection(_ field: (String, String)) async throws {
+        let server = try ScriptedServer { connection in
+            _ = connection.readRequest()
+            connection.respond()
+        }
+        var request = URLRequest(url: server.url("/"))
+        request.setValue(field.1, forHTTPHeaderField: field.0)
+        await expectURLError(.badURL) { _ = try await session().data(for: request) }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(server.connectionCount == 0)
+    }
+
+    @Test("unsupported and malformed URLs fail clearly", arguments: [
+        ("ftp://127.0.0.1/file", URLError.Code.unsupportedURL), ("mailto:someone@example.invalid", .unsupportedURL),
+        ("http:///path", .badURL), ("http://127.0.0.1:0/", .badURL),
+    ])
+    func badURLs(_ entry: (String, URLError.Code)) async throws {
+        await expectURLError(entry.1) { _ = try await session().data(from: URL(string: entry.0)!) }
+    }
+
+    @Test("a reused connection that turns out stale is retried once for GET")
+    func staleRetry() async throws {
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            if connection.index == 0 {
+                connection.respond(body: Array("first".utf8))
+                // Read the next request on this connection, then close without answering:
+                // the server timed the connection out just as the request arrived.
+                _ = connection.readRequest()
+                return
+            }
+            connection.respond(body: Array("fresh".utf8))
+        }
+        let session = session()
+        let (first, _) = try await session.data(from: server.url("/one"))
+        #expect(String(decoding: first, as: UTF8.self) == "first")
+        let (second, _) = try await session.data(from: server.url("/two"))
+        #expect(String(decoding: second, as: UTF8.self) == "fresh")
+        #expect(server.connectionCount == 2)
+    }
+
+    @Test("a POST on a stale connection is not retried")
+    func staleNoRetryForPost() async throws {
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.respond(body: Array("first".utf8))
+            _ = connection.readRequest()
+        }
+        let session = session()
+        _ = try await session.data(from: server.url("/one"))
+        var post = URLRequest(url: server.url("/two"))
+        post.httpMethod = "POST"
+        post.httpBody = Data("payload".utf8)
+        await expectURLError(.networkConnectionLost) { _ = try await session.data(for: post) }
+        #expect(server.connectionCount == 1)
+    }
+
+    @Test("interim 1xx responses are skipped")
+    func interimResponses() async throws {
+        let server = try ScriptedServer { connection in
+            _ = connection.readRequest()
+            connection.write("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n")
+            connection.respond(status: 201, reason: "Created", body: Array("done".utf8))
+        }
+        let (data, response) = try await session().data(from: server.url("/"))
+        #expect((response as? HTTPURLResponse)?.statusCode == 201)
+        #expect(String(decoding: data, as: UTF8.self) == "done")
+    }
+
+    @Test("bytes after a response retire the connection")
+    func strayBytes() async throws {
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nforge")
+            connection.readToEOF(timeout: 2)
+        }
+        let session = session()
+        let (first, _) = try await session.data(from: server.url("/1"))
+        #expect(String(decoding: first, as: UTF8.self) == "ok")
+        let (second, _) = try await session.data(from: server.url("/2"))
+        #expect(String(decoding: second, as: UTF8.self) == "ok", "the forged bytes were never taken as a response")
+        #expect(server.connectionCount == 2)
+    }
+
+    @Test("an HTTP/1.0 close-delimited body is read to the end and the connection is not reused")
+    func http10() async throws {
+        let server = try ScriptedServer { connection in
+            _ = connection.readRequest()
+            connection.write("HTTP/1.0 200 OK\r\nContent-Type: text/plain; charset=ISO-8859-1\r\n\r\nuntil the end")
+        }
+        let session = session()
+        for _ in 0..<2 {
+            let (data, response) = try await session.data(from: server.url("/"))
+            #expect(String(decoding: data, as: UTF8.self) == "until the end")
+            #expect(response.mimeType == "text/plain")
+            #expect(response.textEncodingName == "iso-8859-1")
+            #expect(response.expectedContentLength == -1)
+        }
+        #expect(server.connectionCount == 2)
+    }
+
+    @Test("the request head on the wire: request line, Host first, no reserved caller fields")
+    func requestOnTheWire() async throws {
+        let captured = Mutex<ScriptedRequest?>(nil)
+        let server = try ScriptedServer { connection in
+            let request = connection.readRequest()
+            captured.withLock { $0 = request }
+            connection.respond()
+        }
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(server.port)/a%20b/c?q=1&r=%2F#fragment")!)
+        request.setValue("keep-alive, Upgrade", forHTTPHeaderField: "Connection")
+        request.setValue("chunked", forHTTPHeaderField: "Transfer-Encoding")
+        request.setValue("Bearer secret", forHTTPHeaderField: "Authorization")
+        _ = try await session().data(for: request)
+        let seen = try #require(captured.withLock { $0 })
+        #expect(seen.method == "GET")
+        #expect(seen.target == "/a%20b/c?q=1&r=%2F")
+        #expect(seen.version == "HTTP/1.1")
+        #expect(seen.headers.first?.name == "Host")
+        #expect(seen.header("Host") == "127.0.0.1:\(server.port)")
+        #expect(seen.header("Connection") == nil)
+        #expect(seen.header("Transfer-Encoding") == nil)
+        #expect(seen.header("Content-Length") == nil, "a GET without body carries no framing field")
+        #expect(seen.header("Authorization") == "Bearer secret", "a caller's Authorization is sent as given")
+    }
+
+    @Test("localhost is reached through Happy Eyeballs whichever family listens")
+    func localhost() async throws {
+        let server = try ScriptedServer { connection in
+            _ = connection.readRequest()
+            connection.respond(body: Array("v4".utf8))
+        }
+        let (data, _) = try await session().data(from: URL(string: "http://localhost:\(server.port)/")!)
+        #expect(String(decoding: data, as: UTF8.self) == "v4")
+    }
+}

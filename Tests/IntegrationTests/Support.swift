@@ -1,0 +1,115 @@
+import Courier
+import Foundation
+import Synchronization
+import _CourierTestSupport
+
+/// Records delegate callbacks in order, with the thread facts the tests check.
+final class RecordingDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    struct Record {
+        var events: [String] = []
+        var data = Data()
+        var error: (any Error)?
+        var metrics: URLSessionTaskMetrics?
+        var offQueue = 0
+        var concurrent = 0
+        var inside = 0
+    }
+
+    let record = Mutex(Record())
+    let disposition: URLSession.ResponseDisposition
+    private let done = Mutex<CheckedContinuation<Void, Never>?>(nil)
+    private let finished = Mutex(false)
+    /// Called inside didReceive data, on the delegate queue.
+    let onData: (@Sendable (URLSessionDataTask) -> Void)?
+
+    init(disposition: URLSession.ResponseDisposition = .allow, onData: (@Sendable (URLSessionDataTask) -> Void)? = nil) {
+        self.disposition = disposition
+        self.onData = onData
+    }
+
+    private func enter(_ session: URLSession, _ event: String) {
+        record.withLock { record in
+            record.events.append(event)
+            if OperationQueue.current !== session.delegateQueue { record.offQueue += 1 }
+            record.inside += 1
+            if record.inside > 1 { record.concurrent += 1 }
+        }
+    }
+
+    private func leave() {
+        record.withLock { $0.inside -= 1 }
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+        enter(session, "response")
+        // Let any wrongly scheduled data callback overlap, if the session allowed it.
+        usleep(2000)
+        leave()
+        completionHandler(disposition)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        enter(session, "data")
+        record.withLock { $0.data.append(data) }
+        onData?(dataTask)
+        leave()
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {
+        enter(session, "metrics")
+        record.withLock { $0.metrics = metrics }
+        leave()
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        enter(session, "complete")
+        record.withLock { $0.error = error }
+        leave()
+        finished.withLock { $0 = true }
+        done.withLock { $0?.resume(); $0 = nil }
+    }
+
+    /// Waits for didCompleteWithError.
+    func waitForCompletion() async {
+        await withCheckedContinuation { continuation in
+            let already = finished.withLock { $0 }
+            if already {
+                continuation.resume()
+            } else {
+                done.withLock { $0 = continuation }
+                if finished.withLock({ $0 }) { done.withLock { $0?.resume(); $0 = nil } }
+            }
+        }
+    }
+
+    /// Events with consecutive "data" collapsed into one.
+    var collapsedEvents: [String] {
+        record.withLock { $0.events }.reduce(into: [String]()) { result, event in
+            if event == "data" && result.last == "data" { return }
+            result.append(event)
+        }
+    }
+}
+
+/// The URLError code of an error, or nil.
+func urlErrorCode(_ error: (any Error)?) -> URLError.Code? {
+    (error as? URLError)?.code
+}
+
+/// Runs a completion-handler data task and waits for it.
+func loadWithCompletionHandler(_ session: URLSession, _ request: URLRequest) async -> (Data?, URLResponse?, (any Error)?) {
+    await withCheckedContinuation { continuation in
+        session.dataTask(with: request) { data, response, error in
+            continuation.resume(returning: (data, response, error))
+        }.resume()
+    }
+}
+
+extension Data {
+    var sha256Hex: String { SHA256.hex(self) }
+}
+
+/// The X-Connection header nginx adds to every response.
+func nginxConnection(_ response: URLResponse?) -> String? {
+    (response as? HTTPURLResponse)?.value(forHTTPHeaderField: "X-Connection")
+}

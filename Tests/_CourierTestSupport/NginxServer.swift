@@ -1,0 +1,156 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// nginx on 127.0.0.1, run by the test harness from its own prefix with a generated
+/// configuration, and stopped by PID.
+///
+/// Locations: `/files/…` static files (see ``fixtures``); `/echo` answers with what the request
+/// carried (njs); `/status/NNN`; `/chunked/…` the same files sent chunked (SSI); `/dav/…`
+/// accepts PUT and DELETE; `/close/…` answers with `Connection: close`. Every response carries
+/// `X-Connection` (nginx's connection serial number) and `X-Connection-Requests`.
+public final class NginxServer: Sendable {
+    public let port: Int
+    public let directory: URL
+    public let pid: Int32
+
+    /// Static files served under `/files/` and `/chunked/`: name → bytes.
+    public static let fixtures: [String: [UInt8]] = [
+        "hello.txt": Array("Hello from nginx\n".utf8),
+        "100.bin": deterministicBytes(count: 100, seed: 1),
+        "64k.bin": deterministicBytes(count: 64 * 1024, seed: 2),
+        "1m.bin": deterministicBytes(count: 1024 * 1024, seed: 3),
+        "8m.bin": deterministicBytes(count: 8 * 1024 * 1024, seed: 4),
+        "empty.txt": [],
+    ]
+
+    private static let sharedServer = Mutex<Result<NginxServer, TestServerError>?>(nil)
+
+    /// The server shared by a test process, started on first use.
+    public static func shared() throws -> NginxServer {
+        try sharedServer.withLock { cached in
+            if let cached { return try cached.get() }
+            let result = Result { () throws(TestServerError) -> NginxServer in try NginxServer() }
+            cached = result
+            return try result.get()
+        }
+    }
+
+    /// The base URL, e.g. `http://127.0.0.1:PORT`.
+    public var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    public func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+
+    /// Starts nginx; throws when it is not installed or does not come up.
+    public init(extraServerConfiguration: String = "") throws(TestServerError) {
+        guard let binary = ["/usr/sbin/nginx", "/usr/bin/nginx"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw TestServerError("nginx is not installed (apt-get install nginx libnginx-mod-http-js)")
+        }
+        let directory = TestRun.makeDirectory("nginx")
+        let port = freeLoopbackPort()
+        let www = directory.appendingPathComponent("www")
+        for folder in ["www/files", "www/chunked", "www/dav", "www/close", "temp"] {
+            try? FileManager.default.createDirectory(at: directory.appendingPathComponent(folder), withIntermediateDirectories: true)
+        }
+        for (name, bytes) in Self.fixtures {
+            for folder in ["files", "chunked", "close"] {
+                _ = FileManager.default.createFile(atPath: www.appendingPathComponent("\(folder)/\(name)").path, contents: Data(bytes))
+            }
+        }
+        let script = directory.appendingPathComponent("echo.js")
+        guard let source = Bundle.module.url(forResource: "echo", withExtension: "js"),
+              (try? FileManager.default.copyItem(at: source, to: script)) != nil else {
+            throw TestServerError("the njs echo script is missing from the test bundle")
+        }
+        let jsModule = "/usr/lib/nginx/modules/ngx_http_js_module.so"
+        guard FileManager.default.fileExists(atPath: jsModule) else {
+            throw TestServerError("nginx's njs module is not installed (apt-get install libnginx-mod-http-js)")
+        }
+        let path = directory.path
+        let configuration = """
+        daemon off;
+        master_process off;
+        worker_processes 1;
+        pid \(path)/nginx.pid;
+        error_log \(path)/error.log warn;
+        load_module \(jsModule);
+        events { worker_connections 1024; }
+        http {
+            access_log off;
+            default_type application/octet-stream;
+            client_body_temp_path \(path)/temp/body;
+            proxy_temp_path \(path)/temp/proxy;
+            fastcgi_temp_path \(path)/temp/fastcgi;
+            uwsgi_temp_path \(path)/temp/uwsgi;
+            scgi_temp_path \(path)/temp/scgi;
+            js_import echo from \(script.path);
+            keepalive_requests 10000;
+            keepalive_timeout 65s;
+            server {
+                listen 127.0.0.1:\(port);
+                root \(www.path);
+                add_header X-Connection $connection always;
+                add_header X-Connection-Requests $connection_requests always;
+                location /echo {
+                    client_max_body_size 0;
+                    client_body_buffer_size 300m;
+                    client_body_in_single_buffer on;
+                    js_content echo.echo;
+                }
+                location /status/ { js_content echo.status; }
+                location /chunked/ { ssi on; ssi_types *; }
+                location /dav/ {
+                    dav_methods PUT DELETE;
+                    create_full_put_path on;
+                    client_max_body_size 0;
+                }
+                location /close/ { keepalive_timeout 0; }
+                \(extraServerConfiguration)
+            }
+        }
+        """
+        let configFile = directory.appendingPathComponent("nginx.conf")
+        guard (try? configuration.write(to: configFile, atomically: true, encoding: .utf8)) != nil else {
+            throw TestServerError("cannot write \(configFile.path)")
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = ["-p", path, "-c", configFile.path, "-e", "\(path)/error.log"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        do {
+            try process.run()
+        } catch {
+            throw TestServerError("cannot start nginx: \(error)")
+        }
+        self.pid = process.processIdentifier
+        self.port = port
+        self.directory = directory
+        ChildProcesses.track(pid)
+        try? String(pid).write(to: directory.appendingPathComponent("server.pid"), atomically: true, encoding: .utf8)
+        guard waitForListener(port: port) else {
+            let log = (try? String(contentsOf: directory.appendingPathComponent("error.log"), encoding: .utf8)) ?? ""
+            stop()
+            throw TestServerError("nginx did not start on port \(port): \(log)")
+        }
+    }
+
+    /// Stops the server.
+    public func stop() {
+        ChildProcesses.stop(pid)
+        ChildProcesses.forget(pid)
+    }
+}
+
+/// Reproducible pseudo-random bytes (xorshift), so fixtures need no files in the repository.
+public func deterministicBytes(count: Int, seed: UInt64) -> [UInt8] {
+    var state = seed &* 0x9E37_79B9_7F4A_7C15 | 1
+    var bytes = [UInt8](repeating: 0, count: count)
+    for index in 0..<count {
+        state ^= state << 13
+        state ^= state >> 7
+        state ^= state << 17
+        bytes[index] = UInt8(truncatingIfNeeded: state)
+    }
+    return bytes
+}

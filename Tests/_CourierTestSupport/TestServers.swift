@@ -1,0 +1,96 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// Where test servers keep their files and PID records: `$COURIER_TEST_RUN_DIR` when the test
+/// script sets it (so it can stop leftovers by PID), else a folder under the temporary directory.
+public enum TestRun {
+    public static let directory: URL = {
+        let base = ProcessInfo.processInfo.environment["COURIER_TEST_RUN_DIR"].map { URL(fileURLWithPath: $0) }
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("courier-test-\(getpid())")
+        try? FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+        return base
+    }()
+
+    /// A fresh folder for one server.
+    public static func makeDirectory(_ name: String) -> URL {
+        let url = directory.appendingPathComponent("\(name)-\(getpid())-\(UUID().uuidString.prefix(8))")
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+}
+
+/// A free TCP port on 127.0.0.1, found by binding port 0 and closing the socket.
+public func freeLoopbackPort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// Waits until something accepts TCP connections on 127.0.0.1:`port`.
+public func waitForListener(port: Int, timeout: TimeInterval = 10) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        close(fd)
+        if result == 0 { return true }
+        usleep(20_000)
+    }
+    return false
+}
+
+/// Processes started by the harness, stopped by PID when the test process exits.
+enum ChildProcesses {
+    private static let pids = Mutex<Set<Int32>>([])
+    private static let registered = Mutex(false)
+
+    static func track(_ pid: Int32) {
+        pids.withLock { _ = $0.insert(pid) }
+        let first = registered.withLock { done -> Bool in
+            defer { done = true }
+            return !done
+        }
+        if first { atexit { ChildProcesses.stopAll() } }
+    }
+
+    static func forget(_ pid: Int32) {
+        pids.withLock { _ = $0.remove(pid) }
+    }
+
+    static func stopAll() {
+        for pid in pids.withLock({ $0 }) { stop(pid) }
+    }
+
+    /// SIGTERM, then SIGKILL if it lingers.
+    static func stop(_ pid: Int32) {
+        kill(pid, SIGTERM)
+        for _ in 0..<100 {
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid || kill(pid, 0) != 0 { return }
+            usleep(20_000)
+        }
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+    }
+}
+
+/// Why a test server could not start.
+public struct TestServerError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
