@@ -10,13 +10,20 @@ enum RequestBuilder {
     /// Default `User-Agent`: the process name and Courier's version.
     static let userAgent = "\(ProcessInfo.processInfo.processName) Courier/\(Courier.version) (Linux)"
 
-    /// Default `Accept-Language`: the user's preferred languages, with falling weights.
+    /// Default `Accept-Language`, from the POSIX locale (LC_ALL, LC_MESSAGES, LANG):
+    /// "de_CH.UTF-8" gives "de-CH, de;q=0.9"; no locale, "C" or "POSIX" gives "en".
     static let acceptLanguage: String = {
-        let languages = Locale.preferredLanguages.prefix(6).map { $0.replacingOccurrences(of: "_", with: "-") }
-        guard !languages.isEmpty else { return "en" }
-        return languages.enumerated().map { index, language in
-            index == 0 ? language : "\(language);q=\(String(format: "%.1f", max(0.1, 1.0 - Double(index) * 0.1)))"
-        }.joined(separator: ", ")
+        let environment = ProcessInfo.processInfo.environment
+        let locale = [environment["LC_ALL"], environment["LC_MESSAGES"], environment["LANG"]]
+            .compactMap { $0 }.first { !$0.isEmpty } ?? ""
+        let name = locale.split(separator: ".").first.map(String.init) ?? ""
+        let parts = name.split(separator: "_").map(String.init)
+        guard let language = parts.first, language.count >= 2, language.count <= 3,
+              language.allSatisfy({ $0.isLetter && $0.isASCII }) else { return "en" }
+        if parts.count > 1, parts[1].allSatisfy({ $0.isLetter && $0.isASCII }) {
+            return "\(language)-\(parts[1]), \(language);q=0.9"
+        }
+        return language
     }()
 
     static func make(

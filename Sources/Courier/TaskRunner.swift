@@ -47,6 +47,8 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         var startDate = Date()
         var transactions: [URLSessionTaskTransactionMetrics] = []
         var request: URLRequest?
+        /// What went to the transport, from which the request as sent is rebuilt on demand.
+        var transportRequest: TransportRequest?
     }
 
     /// Delegate-queue backlog above which the connection stops reading.
@@ -99,7 +101,10 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         case .stream(_, let length): expectedToSend = length ?? -1
         }
         task.storage.withLock { $0.countOfBytesExpectedToSend = expectedToSend }
-        state.withLock { $0.request = request }
+        state.withLock { state in
+            state.request = request
+            state.transportRequest = transportRequest
+        }
         let exchange = session.transport.execute(transportRequest, delegate: self)
         let cancelNow = state.withLock { state -> Bool in
             state.exchange = exchange
@@ -245,7 +250,8 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
             if taskDelegate != nil {
                 if let metrics, let request = state.request {
                     state.transactions.append(URLSessionTaskTransactionMetrics(
-                        request: request, response: state.response, metrics: metrics,
+                        request: state.transportRequest.map { Self.wireRequest(request, $0) } ?? request,
+                        response: state.response, metrics: metrics,
                         bodyBytesAfterDecoding: metrics.responseBodyBytesReceived
                     ))
                 }
@@ -296,6 +302,36 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
                 session.taskCompleted(task)
             }
         }
+    }
+
+    /// The request as sent, once it was handed to the transport.
+    var requestAsSent: URLRequest? {
+        state.withLock { state in
+            guard let request = state.request, let transportRequest = state.transportRequest else { return nil }
+            return Self.wireRequest(request, transportRequest)
+        }
+    }
+
+    /// `request` with the fields Courier actually sends: Host, the merged caller, configured
+    /// and default fields, and the framing field.
+    static func wireRequest(_ request: URLRequest, _ transportRequest: TransportRequest) -> URLRequest {
+        var sent = request
+        sent.allHTTPHeaderFields = nil
+        sent.setValue(transportRequest.head.authority, forHTTPHeaderField: "Host")
+        for field in transportRequest.head.fields.fields where !["host", "content-length", "transfer-encoding", "connection"].contains(field.name.lowercased()) {
+            sent.addValue(field.value, forHTTPHeaderField: field.name)
+        }
+        switch transportRequest.body {
+        case .empty:
+            if transportRequest.head.method.expectsRequestContent { sent.setValue("0", forHTTPHeaderField: "Content-Length") }
+        case .bytes(let data):
+            sent.setValue(String(data.count), forHTTPHeaderField: "Content-Length")
+        case .stream(_, let length?):
+            sent.setValue(String(length), forHTTPHeaderField: "Content-Length")
+        case .stream(_, nil):
+            sent.setValue("chunked", forHTTPHeaderField: "Transfer-Encoding")
+        }
+        return sent
     }
 
     // MARK: Delegates

@@ -30,13 +30,13 @@ extension URLError {
         case .connect(.noAddresses(let host)):
             return .courier(.cannotFindHost, "\(host) has no address Courier can connect to.", url: url)
         case .connect(.connect(let systemError)):
-            return .courier(.cannotConnectToHost, "Could not connect to the server: \(systemError).", url: url)
+            return .courier(.cannotConnectToHost, "Could not connect to the server (\(systemError.reason)).", url: url, underlying: systemError)
         case .connect(.timedOut), .timedOut:
             return .courier(.timedOut, "The request timed out.", url: url)
         case .connect(.cancelled), .cancelled:
             return .courier(.cancelled, "cancelled", url: url)
         case .connectionLost(let systemError):
-            let detail = systemError.map { " (\($0))" } ?? ""
+            let detail = systemError.map { " (\($0.reason))" } ?? ""
             return .courier(.networkConnectionLost, "The network connection was lost\(detail).", url: url)
         case .remoteProtocol(let protocolError):
             if let http1 = protocolError as? HTTP1ResponseError, http1.isTruncation {

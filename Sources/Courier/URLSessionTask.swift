@@ -92,6 +92,10 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
         set { storage.withLock { $0.priority = min(max(newValue, 0), 1) } }
     }
 
+    /// Courier extension: the current request as it went on the wire, with the fields Courier
+    /// added (Host, User-Agent, Accept, Accept-Language, framing). Nil until it was sent.
+    open var requestAsSent: URLRequest? { runner.requestAsSent }
+
     /// The task's own delegate; it receives task events before the session's delegate.
     open var delegate: (any URLSessionTaskDelegate)? {
         get { storage.withLock { $0.delegate } }

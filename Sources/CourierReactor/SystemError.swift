@@ -19,7 +19,13 @@ public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String {
-        "\(call): \(String(cString: strerror(code))) (errno \(code))"
+        "\(call): \(reason) (errno \(code))"
+    }
+
+    /// The system's words for the error, e.g. "Connection refused".
+    public var reason: String {
+        guard let text = strerror(code) else { return "errno \(code)" }
+        return String(cString: text)
     }
 
     public var isConnectionRefused: Bool { code == ECONNREFUSED }

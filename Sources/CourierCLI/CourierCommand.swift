@@ -1,0 +1,104 @@
+import ArgumentParser
+import Courier
+import Foundation
+
+/// `courier`: fetch a URL with Courier's URLSession, in the manner of curl.
+@main
+struct CourierCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "courier",
+        abstract: "Fetch a URL with Courier, Apple's URLSession for Linux on its own network stack.",
+        discussion: """
+        With no URL, courier starts a small HTTP server on 127.0.0.1 and shows a few requests \
+        against it: a first request, keep-alive reuse, an upload echoed back, a chunked response \
+        and a 404.
+        """
+    )
+
+    @Argument(help: "The URL to fetch. Omit it to run the local demo.")
+    var url: String?
+
+    @Option(name: .shortAndLong, help: "Write the body to this file instead of standard output.")
+    var output: String?
+
+    @Flag(name: .shortAndLong, help: "Show the response head before the body.")
+    var include = false
+
+    @Option(name: [.customShort("X"), .customLong("request")], help: "The request method.")
+    var method: String?
+
+    @Option(name: [.customShort("H"), .customLong("header")], help: "A request header, \"Name: value\". Repeatable.")
+    var headers: [String] = []
+
+    @Option(name: [.customShort("d"), .customLong("data")], help: "Send this body (POST unless -X says otherwise); @FILE sends a file.")
+    var data: String?
+
+    @Flag(name: .shortAndLong, help: "Print the request and response heads on standard error.")
+    var verbose = false
+
+    @Flag(name: .shortAndLong, help: "Exit with status 22 when the server answers 400 or above.")
+    var fail = false
+
+    @Option(name: [.customShort("m"), .customLong("max-time")], help: "Give up after this many seconds.")
+    var maxTime: Double?
+
+    mutating func run() async throws {
+        guard let url else {
+            try await Demo.run()
+            return
+        }
+        guard let parsed = URL(string: url), parsed.scheme != nil else {
+            throw ValidationError("not a URL: \(url)")
+        }
+        var request = URLRequest(url: parsed)
+        for header in headers {
+            guard let colon = header.firstIndex(of: ":") else {
+                throw ValidationError("a header must look like \"Name: value\": \(header)")
+            }
+            let name = header[..<colon].trimmingCharacters(in: .whitespaces)
+            let value = header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            request.addValue(value, forHTTPHeaderField: name)
+        }
+        var uploadFile: URL?
+        if let data {
+            if data.hasPrefix("@") {
+                uploadFile = URL(fileURLWithPath: String(data.dropFirst()))
+                guard FileManager.default.isReadableFile(atPath: uploadFile!.path) else {
+                    throw ValidationError("cannot read \(uploadFile!.path)")
+                }
+            } else {
+                request.httpBody = Data(data.utf8)
+            }
+            request.httpMethod = "POST"
+        }
+        if let method { request.httpMethod = method }
+        if let maxTime { request.timeoutInterval = maxTime }
+
+        let sink: OutputSink
+        if let output {
+            guard FileManager.default.createFile(atPath: output, contents: nil), let handle = FileHandle(forWritingAtPath: output) else {
+                throw ValidationError("cannot write \(output)")
+            }
+            sink = OutputSink(handle: handle)
+        } else {
+            sink = OutputSink(handle: .standardOutput)
+        }
+        let transfer = Transfer(sink: sink, include: include, verbose: verbose)
+        let configuration = URLSessionConfiguration.ephemeral
+        if let maxTime { configuration.timeoutIntervalForResource = maxTime }
+        let session = URLSession(configuration: configuration, delegate: transfer, delegateQueue: nil)
+        let task = uploadFile.map { session.uploadTask(with: request, fromFile: $0) } ?? session.dataTask(with: request)
+        let outcome = await transfer.run(task)
+        session.finishTasksAndInvalidate()
+        sink.close()
+        if let error = outcome.error {
+            let code = (error as? URLError)?.code.rawValue ?? 0
+            FileHandle.standardError.write(Data("courier: \(error.localizedDescription) (URLError \(code))\n".utf8))
+            throw ExitCode(1)
+        }
+        if fail, let status = outcome.status, status >= 400 {
+            FileHandle.standardError.write(Data("courier: the server answered \(status)\n".utf8))
+            throw ExitCode(22)
+        }
+    }
+}

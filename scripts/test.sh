@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The whole test suite: unit, transcript, reactor, pool and integration tests against real
+# servers on loopback (nginx, nghttpd, a scripted raw server). Installs what is missing first.
+# Servers are started by the tests themselves and stopped by PID; anything left over after the
+# run is stopped here from the PID files under .test-run/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/lib/ensure-system.sh test
+
+run_dir="$PWD/.test-run/$(date +%s)-$$"
+mkdir -p "$run_dir"
+export COURIER_TEST_RUN_DIR="$run_dir"
+
+stop_leftovers() {
+  find "$run_dir" -name server.pid 2>/dev/null | while read -r pidfile; do
+    pid=$(cat "$pidfile")
+    if kill -0 "$pid" 2>/dev/null; then kill "$pid" 2>/dev/null || true; fi
+  done
+}
+trap stop_leftovers EXIT
+
+swift build --build-tests
+swift test --skip-build "$@"
