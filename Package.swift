@@ -35,6 +35,7 @@ let package = Package(
 
         // Pure protocol cores.
         .target(name: "CourierHTTP1", dependencies: ["CourierCore"]),
+        .target(name: "CourierTLS", dependencies: ["CourierCore", "CCourierOpenSSL"]),
         .target(
             name: "CourierPool",
             dependencies: [.product(name: "DequeModule", package: "swift-collections")]
@@ -81,6 +82,7 @@ let package = Package(
 
         .testTarget(name: "CourierCoreTests", dependencies: ["CourierCore"]),
         .testTarget(name: "CourierPoolTests", dependencies: ["CourierPool"]),
+        .testTarget(name: "CourierTLSTests", dependencies: ["CourierTLS", "CCourierOpenSSL", "_CourierTestSupport", "CourierCore"]),
         .testTarget(
             name: "CourierHTTP1Tests",
             dependencies: ["CourierHTTP1", "CourierCore"],

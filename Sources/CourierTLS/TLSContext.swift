@@ -1,0 +1,148 @@
+import CCourierOpenSSL
+
+/// Settings shared by the TLS connections of one kind (an OpenSSL `SSL_CTX`).
+public final class TLSContext: @unchecked Sendable {
+    /// Which side of the handshake the connections play.
+    public enum Role: Sendable {
+        case client
+        case server(identity: TLSIdentity)
+    }
+
+    /// What a server asks of clients' certificates.
+    public enum ClientCertificatePolicy: Sendable {
+        case none
+        /// Ask; carry on without one.
+        case request(acceptableIssuers: [TLSCertificate])
+        /// Ask, and refuse the handshake without a certificate that verifies against these roots.
+        case require(trustedIssuers: [TLSCertificate])
+    }
+
+    public struct Configuration: Sendable {
+        /// Lowest version offered or accepted; TLS 1.2 by default.
+        public var minimumVersion: TLSVersion = .tls1_2
+        /// Highest version; nil means the highest OpenSSL supports.
+        public var maximumVersion: TLSVersion?
+        /// ALPN protocol names in preference order, e.g. ["h2", "http/1.1"].
+        public var applicationProtocols: [String] = ["http/1.1"]
+        /// Roots that server certificates are verified against (client role).
+        public var trustRoots: TrustStore?
+        /// Server role only.
+        public var clientCertificatePolicy: ClientCertificatePolicy = .none
+
+        public init() {}
+    }
+
+    let context: OpaquePointer
+    public let role: Role
+    public let configuration: Configuration
+    /// ALPN protocols in wire format (length-prefixed names).
+    let alpnWire: [UInt8]
+
+    public init(role: Role, configuration: Configuration) throws(TLSError) {
+        guard let method = role.isClient ? TLS_client_method() : TLS_server_method(),
+              let context = SSL_CTX_new(method) else {
+            throw .invalidConfiguration("cannot create an OpenSSL context: \(OpenSSLErrors.drain().text)")
+        }
+        self.context = context
+        self.role = role
+        self.configuration = configuration
+        var wire: [UInt8] = []
+        for name in configuration.applicationProtocols {
+            let bytes = Array(name.utf8)
+            guard !bytes.isEmpty, bytes.count < 256 else {
+                SSL_CTX_free(context)
+                throw .invalidConfiguration("invalid ALPN protocol name \(name.debugDescription)")
+            }
+            wire.append(UInt8(bytes.count))
+            wire += bytes
+        }
+        alpnWire = wire
+
+        _ = courier_SSL_CTX_set_min_proto_version(context, Int32(configuration.minimumVersion.rawValue))
+        _ = courier_SSL_CTX_set_max_proto_version(context, Int32(configuration.maximumVersion?.rawValue ?? 0))
+        SSL_CTX_set_options(context, courier_SSL_OP_NO_COMPRESSION() | courier_SSL_OP_NO_RENEGOTIATION())
+        // Free a connection's read and write buffers while it is idle: idle pools stay small.
+        _ = courier_SSL_CTX_set_mode(context, Int(SSL_MODE_RELEASE_BUFFERS))
+
+        switch role {
+        case .client:
+            if let roots = configuration.trustRoots { SSL_CTX_set1_cert_store(context, roots.store) }
+            // Sessions are kept by the transport, per origin, not in OpenSSL's internal cache.
+            _ = courier_SSL_CTX_set_session_cache_mode(context, Int(SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE))
+            SSL_CTX_sess_set_new_cb(context, tlsNewSessionCallback)
+            SSL_CTX_set_cert_cb(context, tlsClientCertificateCallback, nil)
+            if !wire.isEmpty {
+                let status = wire.withUnsafeBufferPointer { SSL_CTX_set_alpn_protos(context, $0.baseAddress, UInt32($0.count)) }
+                guard status == 0 else {
+                    SSL_CTX_free(context)
+                    throw .invalidConfiguration("cannot set ALPN protocols")
+                }
+            }
+        case .server(let identity):
+            guard SSL_CTX_use_certificate(context, identity.certificate.x509) == 1,
+                  SSL_CTX_use_PrivateKey(context, identity.privateKey.key) == 1 else {
+                let reason = OpenSSLErrors.drain().text
+                SSL_CTX_free(context)
+                throw .invalidConfiguration("cannot use the server identity: \(reason)")
+            }
+            for intermediate in identity.intermediates {
+                X509_up_ref(intermediate.x509)
+                _ = SSL_CTX_ctrl(context, SSL_CTRL_EXTRA_CHAIN_CERT, 0, UnsafeMutableRawPointer(intermediate.x509))
+            }
+            SSL_CTX_set_alpn_select_cb(context, tlsALPNSelectCallback, nil)
+            switch configuration.clientCertificatePolicy {
+            case .none:
+                break
+            case .request(let issuers), .require(let issuers):
+                let required = if case .require = configuration.clientCertificatePolicy { true } else { false }
+                let store = X509_STORE_new()
+                for issuer in issuers {
+                    X509_STORE_add_cert(store, issuer.x509)
+                    SSL_CTX_add_client_CA(context, issuer.x509)
+                }
+                SSL_CTX_set_cert_store(context, store)
+                SSL_CTX_set_verify(context, SSL_VERIFY_PEER | (required ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0), nil)
+            }
+        }
+        OpenSSLErrors.clear()
+    }
+
+    deinit {
+        SSL_CTX_free(context)
+    }
+}
+
+extension TLSContext.Role {
+    var isClient: Bool {
+        if case .client = self { return true }
+        return false
+    }
+}
+
+/// The ex_data slot where each SSL keeps a pointer to its ``TLSEngine``.
+let engineExDataIndex: Int32 = courier_SSL_get_ex_new_index()
+
+/// OpenSSL calls this with each new session (ticket) on the client; the engine keeps it.
+private let tlsNewSessionCallback: @convention(c) (OpaquePointer?, OpaquePointer?) -> Int32 = { ssl, session in
+    guard let ssl, let session, let engine = TLSEngine.from(ssl) else { return 0 }
+    engine.storeNewSession(session)
+    return 1
+}
+
+/// OpenSSL calls this on the client when the server asks for a certificate: answer with the
+/// identity given, or suspend the handshake (-1) so the transport can ask the delegate.
+private let tlsClientCertificateCallback: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?) -> Int32 = { ssl, _ in
+    guard let ssl, let engine = TLSEngine.from(ssl) else { return 1 }
+    return engine.clientCertificateRequested()
+}
+
+/// The server's ALPN choice: the first of the client's protocols it also speaks.
+private let tlsALPNSelectCallback: @convention(c) (
+    OpaquePointer?, UnsafeMutablePointer<UnsafePointer<UInt8>?>?, UnsafeMutablePointer<UInt8>?,
+    UnsafePointer<UInt8>?, UInt32, UnsafeMutableRawPointer?
+) -> Int32 = { ssl, out, outLength, clientProtocols, clientLength, _ in
+    guard let ssl, let engine = TLSEngine.from(ssl), let out, let outLength, let clientProtocols else {
+        return SSL_TLSEXT_ERR_NOACK
+    }
+    return engine.selectApplicationProtocol(out, outLength, clientProtocols, clientLength)
+}

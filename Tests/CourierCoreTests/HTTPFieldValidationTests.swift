@@ -1,0 +1,146 @@
+import CourierCore
+import Testing
+
+/// `tchar` of RFC 9110 section 5.6.2, written out from the grammar.
+private let tchars: Set<UInt8> = {
+    var set = Set("!#$%&'*+-.^_`|~".utf8)
+    set.formUnion(UInt8(ascii: "0")...UInt8(ascii: "9"))
+    set.formUnion(UInt8(ascii: "A")...UInt8(ascii: "Z"))
+    set.formUnion(UInt8(ascii: "a")...UInt8(ascii: "z"))
+    return set
+}()
+
+/// The delimiters of RFC 9110 section 5.6.2: visible ASCII that is not a tchar.
+private let delimiters = Array("\"(),/:;<=>?@[\\]{}".utf8)
+
+/// C0 controls other than HTAB, and DEL.
+private let controlsButTab: [UInt8] = Array(0x00...0x08) + Array(0x0A...0x1F) + [0x7F]
+
+@Suite("HTTPFieldValidation")
+struct HTTPFieldValidationTests {
+    // MARK: Tokens
+
+    @Test("there are 77 tchars")
+    func tcharCount() {
+        #expect(tchars.count == 77)
+    }
+
+    @Test("every tchar is accepted")
+    func everyTcharAccepted() {
+        for byte in tchars.sorted() {
+            #expect(HTTPFieldValidation.isTokenCharacter(byte), "byte 0x\(String(byte, radix: 16)) is a tchar")
+        }
+    }
+
+    @Test("no other byte is a tchar")
+    func onlyTcharsAccepted() {
+        for value in 0...255 {
+            let byte = UInt8(value)
+            if !tchars.contains(byte) {
+                #expect(!HTTPFieldValidation.isTokenCharacter(byte), "byte 0x\(String(byte, radix: 16)) is not a tchar")
+            }
+        }
+    }
+
+    @Test("delimiters are refused in tokens", arguments: delimiters)
+    func delimitersRefused(_ byte: UInt8) {
+        #expect(!HTTPFieldValidation.isTokenCharacter(byte))
+        #expect(!HTTPFieldValidation.isToken([UInt8(ascii: "X"), byte, UInt8(ascii: "Y")]))
+    }
+
+    @Test("space, HTAB, controls, DEL and obs-text are refused in tokens", arguments: [0x20, 0x09] + controlsButTab + [0x80, 0xA0, 0xC3, 0xFF] as [UInt8])
+    func whitespaceAndControlsRefused(_ byte: UInt8) {
+        #expect(!HTTPFieldValidation.isTokenCharacter(byte))
+        #expect(!HTTPFieldValidation.isToken([UInt8(ascii: "X"), byte]))
+    }
+
+    @Test("isToken accepts non-empty runs of tchars", arguments: [
+        "GET", "Content-Type", "x", "M-SEARCH", "!#$%&'*+-.^_`|~", "0", "X_Custom.Field~1",
+    ])
+    func validTokens(_ token: String) {
+        #expect(HTTPFieldValidation.isToken(token.utf8))
+    }
+
+    @Test("isToken refuses the empty string and anything with a non-tchar", arguments: [
+        "", " ", "GET ", " GET", "Content Type", "Host:", "a\tb", "naïve", "a\r\nb", "(x)", "\u{0}",
+    ])
+    func invalidTokens(_ token: String) {
+        #expect(!HTTPFieldValidation.isToken(token.utf8))
+    }
+
+    // MARK: Field values
+
+    @Test("HTAB, SP, every VCHAR and every obs-text byte may appear in a value")
+    func valueCharactersAccepted() {
+        var allowed: [UInt8] = [0x09, 0x20]
+        allowed += Array(0x21...0x7E)
+        allowed += Array(0x80...0xFF)
+        for byte in allowed {
+            #expect(HTTPFieldValidation.isFieldValueCharacter(byte), "byte 0x\(String(byte, radix: 16)) is allowed in a value")
+        }
+        #expect(allowed.count == 2 + 94 + 128)
+    }
+
+    @Test("CR, LF, NUL, DEL and the other controls may not appear in a value", arguments: controlsButTab)
+    func valueControlsRefused(_ byte: UInt8) {
+        #expect(!HTTPFieldValidation.isFieldValueCharacter(byte))
+        #expect(!HTTPFieldValidation.isValidFieldValue([UInt8(ascii: "a"), byte, UInt8(ascii: "b")]))
+        #expect(!HTTPFieldValidation.isValidFieldValue([byte]))
+    }
+
+    @Test("the controls refused in values are exactly 0x00-0x08, 0x0A-0x1F and 0x7F")
+    func valueRefusalsAreExact() {
+        var refused: [UInt8] = []
+        for value in 0...255 where !HTTPFieldValidation.isFieldValueCharacter(UInt8(value)) {
+            refused.append(UInt8(value))
+        }
+        #expect(refused == controlsButTab)
+    }
+
+    @Test("whole values", arguments: [
+        ("", true), ("text/html; charset=utf-8", true), ("a\tb", true), (" padded ", true), ("caf\u{E9}", true),
+        ("a\r\nX-Injected: 1", false), ("a\rb", false), ("a\nb", false), ("a\u{0}b", false), ("a\u{7F}", false),
+        ("\u{1B}[31m", false), ("trailing\r\n", false),
+    ])
+    func wholeValues(_ value: String, _ valid: Bool) {
+        #expect(HTTPFieldValidation.isValidFieldValue(value.utf8) == valid)
+    }
+
+    // MARK: Request targets
+
+    @Test("isValidTarget accepts visible ASCII and obs-text", arguments: [
+        "/", "/index.html", "/search?q=a%20b&x=1", "*", "example.com:443", "http://example.com/path",
+        "[::1]:8080", "/caf\u{E9}", "/~user/!$&'()*+,;=:@",
+    ])
+    func validTargets(_ target: String) {
+        #expect(HTTPFieldValidation.isValidTarget(target.utf8))
+    }
+
+    @Test("isValidTarget refuses empty targets, spaces and controls", arguments: [
+        "", " ", "/a b", " /", "/ ", "/a\tb", "/a\r\nX-Injected: 1", "/a\rb", "/a\nb", "/\u{0}", "/\u{7F}", "/\u{1}",
+        "example.com\r\n",
+    ])
+    func invalidTargets(_ target: String) {
+        #expect(!HTTPFieldValidation.isValidTarget(target.utf8))
+    }
+
+    @Test("isValidTarget, byte by byte: only bytes above SP, except DEL")
+    func targetBytes() {
+        for value in 0...255 {
+            let byte = UInt8(value)
+            let expected = byte > 0x20 && byte != 0x7F
+            #expect(HTTPFieldValidation.isValidTarget([UInt8(ascii: "/"), byte]) == expected, "byte 0x\(String(byte, radix: 16))")
+        }
+    }
+
+    // MARK: Case
+
+    @Test("lowercased folds A-Z only")
+    func lowercasedFoldsASCIILetters() {
+        for value in 0...255 {
+            let byte = UInt8(value)
+            let expected = (0x41...0x5A).contains(byte) ? byte + 0x20 : byte
+            #expect(HTTPFieldValidation.lowercased(byte) == expected, "byte 0x\(String(byte, radix: 16))")
+        }
+    }
+}
