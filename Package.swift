@@ -55,13 +55,13 @@ let package = Package(
         .target(
             name: "CourierTransport",
             dependencies: [
-                "CourierCore", "CourierHTTP1", "CourierPool", "CourierReactor",
+                "CourierCore", "CourierHTTP1", "CourierPool", "CourierReactor", "CourierTLS",
                 .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
 
         // Public API.
-        .target(name: "Courier", dependencies: ["CourierCore", "CourierTransport"]),
+        .target(name: "Courier", dependencies: ["CourierCore", "CourierTransport", "CourierTLS"]),
 
         // The `courier` command-line client.
         .executableTarget(

@@ -72,9 +72,6 @@ enum RequestBuilder {
         guard let schemeText = url.scheme?.lowercased(), let scheme = Origin.Scheme(rawValue: schemeText) else {
             throw .courier(.unsupportedURL, "The URL scheme \(url.scheme.map { "\"\($0)\"" } ?? "(none)") is not supported.", url: url)
         }
-        guard scheme == .http else {
-            throw .courier(.unsupportedURL, "https is not supported by this build of Courier yet.", url: url)
-        }
         guard var host = url.host(percentEncoded: false), !host.isEmpty else {
             throw .courier(.badURL, "The URL has no host.", url: url)
         }

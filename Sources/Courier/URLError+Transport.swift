@@ -1,6 +1,7 @@
 import CourierCore
 import CourierHTTP1
 import CourierReactor
+import CourierTLS
 import CourierTransport
 import Foundation
 
@@ -23,17 +24,11 @@ extension URLError {
     /// Apple's code and message for a transport failure.
     static func from(_ error: TransportError, url: URL?) -> URLError {
         switch error {
-        case .connect(.resolution(.hostNotFound(let host))):
-            return .courier(.cannotFindHost, "A server with the specified hostname could not be found (\(host)).", url: url)
-        case .connect(.resolution(.lookupFailed(let host, let detail))):
-            return .courier(.dnsLookupFailed, "The lookup of \(host) failed: \(detail).", url: url)
-        case .connect(.noAddresses(let host)):
-            return .courier(.cannotFindHost, "\(host) has no address Courier can connect to.", url: url)
-        case .connect(.connect(let systemError)):
-            return .courier(.cannotConnectToHost, "Could not connect to the server (\(systemError.reason)).", url: url, underlying: systemError)
-        case .connect(.timedOut), .timedOut:
+        case .dial(let failure):
+            return from(failure, url: url)
+        case .timedOut:
             return .courier(.timedOut, "The request timed out.", url: url)
-        case .connect(.cancelled), .cancelled:
+        case .cancelled:
             return .courier(.cancelled, "cancelled", url: url)
         case .connectionLost(let systemError):
             let detail = systemError.map { " (\($0.reason))" } ?? ""
@@ -42,6 +37,9 @@ extension URLError {
             if let http1 = protocolError as? HTTP1ResponseError, http1.isTruncation {
                 return .courier(.networkConnectionLost, "The network connection was lost: \(http1).", url: url)
             }
+            if let tls = protocolError as? TLSError {
+                return from(.tls(tls), url: url)
+            }
             return .courier(.badServerResponse, "The server returned a bad response: \(protocolError).", url: url)
         case .localProtocol(let localError):
             return .courier(.badURL, "The request cannot be sent: \(localError).", url: url)
@@ -49,6 +47,46 @@ extension URLError {
             return .courier(.requestBodyStreamExhausted, "The request body stream failed: \(why).", url: url)
         case .shutDown:
             return .courier(.cancelled, "The session was invalidated.", url: url)
+        }
+    }
+
+    /// Apple's code and message for a connection that could not be made ready.
+    static func from(_ failure: DialFailure, url: URL?) -> URLError {
+        switch failure {
+        case .connect(.resolution(.hostNotFound(let host))):
+            return .courier(.cannotFindHost, "A server with the specified hostname could not be found (\(host)).", url: url)
+        case .connect(.resolution(.lookupFailed(let host, let detail))):
+            return .courier(.dnsLookupFailed, "The lookup of \(host) failed: \(detail).", url: url)
+        case .connect(.noAddresses(let host)):
+            return .courier(.cannotFindHost, "\(host) has no address Courier can connect to.", url: url)
+        case .connect(.connect(let systemError)):
+            return .courier(.cannotConnectToHost, "Could not connect to the server (\(systemError.reason)).", url: url, underlying: systemError)
+        case .connect(.timedOut):
+            return .courier(.timedOut, "The request timed out.", url: url)
+        case .connect(.cancelled), .cancelled:
+            return .courier(.cancelled, "cancelled", url: url)
+        case .closedDuringHandshake:
+            return .courier(.secureConnectionFailed, "The server closed the connection during the TLS handshake.", url: url)
+        case .untrusted(let certificate):
+            switch certificate {
+            case .expired:
+                return .courier(.serverCertificateHasBadDate, "The certificate for this server has expired.", url: url)
+            case .notYetValid:
+                return .courier(.serverCertificateNotYetValid, "The certificate for this server is not yet valid.", url: url)
+            case .unknownRoot:
+                return .courier(.serverCertificateHasUnknownRoot, "The certificate for this server was signed by an unknown certifying authority.", url: url)
+            case .hostnameMismatch, .noCertificate, .untrusted:
+                return .courier(.serverCertificateUntrusted, "The certificate for this server is invalid: \(certificate).", url: url)
+            }
+        case .tls(let tls):
+            switch tls {
+            case .clientCertificateRequired:
+                return .courier(.clientCertificateRequired, "The server requires a client certificate.", url: url)
+            case .clientCertificateRejected(let why):
+                return .courier(.clientCertificateRejected, "The server rejected the client certificate (\(why)).", url: url)
+            default:
+                return .courier(.secureConnectionFailed, "A TLS error occurred and a secure connection to the server cannot be made (\(tls)).", url: url)
+            }
         }
     }
 }

@@ -20,10 +20,19 @@ open class URLResponse: NSObject, NSCopying, @unchecked Sendable {
     }
 
     /// A name for saving the body: Content-Disposition's filename, else the URL's last path
-    /// component, else "Unknown".
+    /// component, else "Unknown". Always a plain file name: never a path, ".", or "..".
     open var suggestedFilename: String? {
-        let last = url?.lastPathComponent ?? ""
-        return last.isEmpty || last == "/" ? "Unknown" : last
+        URLResponse.safeFilename(url?.lastPathComponent) ?? "Unknown"
+    }
+
+    /// `name` reduced to what follows its last slash (a decoded `%2F` included), or nil when
+    /// nothing usable is left.
+    static func safeFilename(_ name: String?) -> String? {
+        guard let name else { return nil }
+        let base = name.split(separator: "/", omittingEmptySubsequences: true).last.map(String.init) ?? ""
+        let trimmed = base.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty, trimmed != ".", trimmed != "..", !trimmed.contains("\0") else { return nil }
+        return trimmed
     }
 
     open override func copy() -> Any { self }
@@ -139,17 +148,54 @@ open class HTTPURLResponse: URLResponse, @unchecked Sendable {
         return (type.lowercased(), charset)
     }
 
-    /// The `filename` parameter of a Content-Disposition value (RFC 6266), reduced to a plain
-    /// file name so it cannot name another directory.
+    /// The `filename` parameter of a Content-Disposition value (RFC 6266 section 4.1, with
+    /// quoted-string values that may hold `;`), reduced to a plain file name so it cannot name
+    /// another directory.
     static func filename(fromDisposition value: String) -> String? {
-        for parameter in value.split(separator: ";").dropFirst() {
-            let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-            guard pair.count == 2, pair[0].lowercased() == "filename" else { continue }
-            let name = pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
-            let base = (name as NSString).lastPathComponent
-            if !base.isEmpty && base != "." && base != ".." { return base }
+        for (name, parameterValue) in dispositionParameters(value) where name == "filename" {
+            if let safe = URLResponse.safeFilename(parameterValue) { return safe }
         }
         return nil
+    }
+
+    /// The parameters after the disposition type: lower-cased names, unquoted values.
+    private static func dispositionParameters(_ value: String) -> [(String, String)] {
+        var parameters: [(String, String)] = []
+        var characters = Substring(value)
+        // Skip the disposition type.
+        guard let first = characters.firstIndex(of: ";") else { return [] }
+        characters = characters[characters.index(after: first)...]
+        while !characters.isEmpty {
+            characters = characters.drop { $0 == " " || $0 == "\t" || $0 == ";" }
+            guard let equals = characters.firstIndex(of: "=") else { break }
+            let name = characters[..<equals].trimmingCharacters(in: .whitespaces).lowercased()
+            characters = characters[characters.index(after: equals)...].drop { $0 == " " || $0 == "\t" }
+            var parameterValue = ""
+            if characters.first == "\"" {
+                characters = characters.dropFirst()
+                var escaped = false
+                while let character = characters.first {
+                    characters = characters.dropFirst()
+                    if escaped {
+                        parameterValue.append(character)
+                        escaped = false
+                    } else if character == "\\" {
+                        escaped = true
+                    } else if character == "\"" {
+                        break
+                    } else {
+                        parameterValue.append(character)
+                    }
+                }
+                characters = characters.drop { $0 != ";" }
+            } else {
+                let end = characters.firstIndex(of: ";") ?? characters.endIndex
+                parameterValue = characters[..<end].trimmingCharacters(in: .whitespaces)
+                characters = characters[end...]
+            }
+            parameters.append((name, parameterValue))
+        }
+        return parameters
     }
 
     private static let reasonPhrases: [Int: String] = [

@@ -65,9 +65,14 @@ open class URLSession: NSObject, @unchecked Sendable {
         transportConfiguration.pool.maxConnections = max(1, frozen.httpMaximumConnectionsPerHost)
         transportConfiguration.pool.maxIdleConnections = max(1, frozen.httpMaximumConnectionsPerHost)
         transportConfiguration.connectTimeout = RequestBuilder.duration(frozen.timeoutIntervalForRequest)
+        transportConfiguration.tls.minimumVersion = frozen.tlsMinimumSupportedProtocolVersion.tlsVersion ?? .tls1_2
+        transportConfiguration.tls.maximumVersion = frozen.tlsMaximumSupportedProtocolVersion.tlsVersion
+        let security = SessionSecurity()
+        transportConfiguration.securityDelegate = security
         self.transport = HTTPTransport(configuration: transportConfiguration)
         self.registry = Mutex(Registry(delegate: delegate))
         super.init()
+        security.attach(self)
     }
 
     deinit {

@@ -25,6 +25,10 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     open var httpMaximumConnectionsPerHost: Int = 6
     /// Header fields added to every request that does not set them itself.
     open var httpAdditionalHeaders: [AnyHashable: Any]?
+    /// Lowest TLS version accepted for https; TLS 1.2 by default.
+    open var tlsMinimumSupportedProtocolVersion: tls_protocol_version_t = .TLSv12
+    /// Highest TLS version offered for https; TLS 1.3 by default.
+    open var tlsMaximumSupportedProtocolVersion: tls_protocol_version_t = .TLSv13
     /// Accepted; ignored (HTTP/1.1 pipelining is never used).
     open var httpShouldUsePipelining = false
     /// Accepted; no effect on Linux.
@@ -77,6 +81,8 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
         copy.timeoutIntervalForResource = timeoutIntervalForResource
         copy.httpMaximumConnectionsPerHost = httpMaximumConnectionsPerHost
         copy.httpAdditionalHeaders = httpAdditionalHeaders
+        copy.tlsMinimumSupportedProtocolVersion = tlsMinimumSupportedProtocolVersion
+        copy.tlsMaximumSupportedProtocolVersion = tlsMaximumSupportedProtocolVersion
         copy.httpShouldUsePipelining = httpShouldUsePipelining
         copy.networkServiceType = networkServiceType
         copy.allowsCellularAccess = allowsCellularAccess

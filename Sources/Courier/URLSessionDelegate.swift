@@ -4,10 +4,17 @@ import Foundation
 public protocol URLSessionDelegate: NSObjectProtocol, Sendable {
     /// The last call a session makes: it was invalidated, and releases its delegate after this.
     func urlSession(_ session: URLSession, didBecomeInvalidWithError error: (any Error)?)
+    /// A connection-level challenge: server trust or a client certificate. When not
+    /// implemented, the task delegate's task-level method is asked, then default handling.
+    func urlSession(_ session: URLSession, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)
 }
 
 extension URLSessionDelegate {
     public func urlSession(_ session: URLSession, didBecomeInvalidWithError error: (any Error)?) {}
+
+    public func urlSession(_ session: URLSession, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        completionHandler(.performDefaultHandling, ChallengeDefaults.unhandled)
+    }
 }
 
 /// Task-level events: Apple's `URLSessionTaskDelegate`. Every method is optional.
@@ -22,6 +29,9 @@ public protocol URLSessionTaskDelegate: URLSessionDelegate {
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?)
     /// Timings and counts of the task's transactions, delivered before completion.
     func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics)
+    /// A challenge for this task: server trust and client certificates when the session
+    /// delegate leaves them alone.
+    func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)
 }
 
 extension URLSessionTaskDelegate {
@@ -35,6 +45,14 @@ extension URLSessionTaskDelegate {
 
     public func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {
         forwardingTarget(session, task)?.urlSession(session, task: task, didFinishCollecting: metrics)
+    }
+
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        if let target = forwardingTarget(session, task) {
+            target.urlSession(session, task: task, didReceive: challenge, completionHandler: completionHandler)
+        } else {
+            completionHandler(.performDefaultHandling, ChallengeDefaults.unhandled)
+        }
     }
 
     /// The session's delegate, when `self` is the task's own delegate and a different object.

@@ -58,6 +58,8 @@ open class URLSessionTaskTransactionMetrics: NSObject, @unchecked Sendable {
     public internal(set) var countOfResponseHeaderBytesReceived: Int64 = 0
     /// "http/1.1" or "h2".
     public internal(set) var networkProtocolName: String?
+    public internal(set) var negotiatedTLSProtocolVersion: tls_protocol_version_t?
+    public internal(set) var negotiatedTLSCipherSuite: tls_ciphersuite_t?
     public internal(set) var remoteAddress: String?
     public internal(set) var remotePort: Int?
     public internal(set) var localAddress: String?
@@ -94,6 +96,8 @@ open class URLSessionTaskTransactionMetrics: NSObject, @unchecked Sendable {
         countOfResponseBodyBytesReceived = metrics.responseBodyBytesReceived
         countOfResponseBodyBytesAfterDecoding = bodyBytesAfterDecoding
         networkProtocolName = metrics.networkProtocolName
+        negotiatedTLSProtocolVersion = metrics.tlsProtocolVersion.flatMap(tls_protocol_version_t.init(rawValue:))
+        negotiatedTLSCipherSuite = metrics.tlsCipherSuite.flatMap(tls_ciphersuite_t.init(rawValue:))
         isReusedConnection = metrics.isReusedConnection
         remoteAddress = metrics.remoteAddress?.hostString
         remotePort = metrics.remoteAddress?.port.map(Int.init)

@@ -42,6 +42,12 @@ struct CourierCommand: AsyncParsableCommand {
     @Option(name: [.customShort("m"), .customLong("max-time")], help: "Give up after this many seconds.")
     var maxTime: Double?
 
+    @Option(name: .customLong("cacert"), help: "Trust the CA certificates in this PEM file (instead of the system's) for https.")
+    var caCertificates: String?
+
+    @Flag(name: [.customShort("k"), .customLong("insecure")], help: "Accept any server certificate (no verification).")
+    var insecure = false
+
     mutating func run() async throws {
         guard let url else {
             try await Demo.run()
@@ -83,7 +89,13 @@ struct CourierCommand: AsyncParsableCommand {
         } else {
             sink = OutputSink(handle: .standardOutput)
         }
-        let transfer = Transfer(sink: sink, include: include, verbose: verbose)
+        var trust = TrustPolicy.system
+        if insecure {
+            trust = .acceptAny
+        } else if let caCertificates {
+            trust = .anchors(try TrustPolicy.loadPEM(caCertificates))
+        }
+        let transfer = Transfer(sink: sink, include: include, verbose: verbose, trust: trust)
         let configuration = URLSessionConfiguration.ephemeral
         if let maxTime { configuration.timeoutIntervalForResource = maxTime }
         let session = URLSession(configuration: configuration, delegate: transfer, delegateQueue: nil)
@@ -93,7 +105,8 @@ struct CourierCommand: AsyncParsableCommand {
         sink.close()
         if let error = outcome.error {
             let code = (error as? URLError)?.code.rawValue ?? 0
-            FileHandle.standardError.write(Data("courier: \(error.localizedDescription) (URLError \(code))\n".utf8))
+            let reason = outcome.trustFailure.map { " (\($0))" } ?? ""
+            FileHandle.standardError.write(Data("courier: \(error.localizedDescription)\(reason) (URLError \(code))\n".utf8))
             throw ExitCode(1)
         }
         if fail, let status = outcome.status, status >= 400 {

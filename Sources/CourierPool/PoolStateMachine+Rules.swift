@@ -33,9 +33,17 @@ extension PoolStateMachine {
         return actions
     }
 
-    /// True when some connection is established or being dialed, so waiters can still be served.
+    /// True when some connection can still serve the waiters: one being dialed, an HTTP/1
+    /// connection carrying a request (it will be released), or an HTTP/2 connection that is
+    /// not draining. Idle connections do not count: a waiter they could serve would have them.
     var hasLiveConnection: Bool {
-        connections.values.contains { $0 != .backingOff }
+        connections.values.contains { state in
+            switch state {
+            case .connecting, .http1Leased: return true
+            case .http2(_, _, let draining): return !draining
+            case .http1Idle, .backingOff: return false
+            }
+        }
     }
 
     /// Dials as many connections as the waiters need, within the limit.
@@ -63,12 +71,15 @@ extension PoolStateMachine {
     mutating func becameIdle(_ id: PoolConnectionID) -> [Action] {
         idleOrder.append(id)
         var actions: [Action] = [.scheduleIdleTimer(id, configuration.idleTimeout)]
+        var closed = false
         while idleOrder.count > configuration.maxIdleConnections {
             let oldest = idleOrder.removeFirst()
             connections[oldest] = nil
             actions += [.cancelIdleTimer(oldest), .closeConnection(oldest)]
+            closed = true
         }
-        return actions
+        // Waiters left now need a new connection (a retry); a closed slot may allow it.
+        return actions + (closed || !waiters.isEmpty ? dialIfNeeded() : [])
     }
 
     /// With nobody waiting, slots backing off are no longer needed.

@@ -97,7 +97,8 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
         case .http1:
             if let waiter = waiters.popFirst() {
                 connections[id] = .http1Leased(waiter.id)
-                return [.executeRequest(waiter.id, on: id)]
+                // Waiters held back in case this connection spoke HTTP/2 may dial now.
+                return [.executeRequest(waiter.id, on: id)] + dialIfNeeded()
             }
             connections[id] = .http1Idle
             return becameIdle(id)
@@ -216,7 +217,8 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
         guard idleOrder.contains(id) else { return [] }
         idleOrder.removeAll { $0 == id }
         connections[id] = nil
-        return [.closeConnection(id)]
+        // The freed slot may be what a waiting retry needs.
+        return [.closeConnection(id)] + dialIfNeeded()
     }
 
     /// Stop: waiting requests fail, idle connections close, busy ones close when done.

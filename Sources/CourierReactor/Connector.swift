@@ -187,7 +187,7 @@ final class ConnectAttempt: IOEventHandler {
 
     func handleIOEvents(_ events: IOEvents) {
         let code = Posix.pendingError(fd)
-        if code == 0 && !events.contains(.error) {
+        if code == 0 && !events.contains(.error) && !events.contains(.hangup) {
             report(.connected)
         } else {
             report(.failed(SystemError("connect", code: code == 0 ? ECONNREFUSED : code)))

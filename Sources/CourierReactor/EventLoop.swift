@@ -115,6 +115,8 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
             return
         }
         let needsWake = incoming.withLock { state -> Bool in
+            // After shutdown the loop runs nothing more; the job is dropped.
+            guard !state.stopping else { return false }
             state.jobs.append(job)
             if state.wakePending { return false }
             state.wakePending = true
@@ -176,9 +178,11 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// Stops the loop after the jobs already queued, and waits for its thread to end (unless
-    /// called on the loop itself).
+    /// called on the loop itself). Jobs submitted afterwards are dropped. Registered file
+    /// descriptors stay open: their owners close them.
     public func shutdown() {
         let needsWake = incoming.withLock { state -> Bool in
+            if state.stopping { return false }
             state.stopping = true
             return true
         }
@@ -221,13 +225,12 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
                     registration.handler.handleIOEvents(IOEvents(rawValue: bits))
                 }
             }
-            let dueTimers = timers.popDue(now: .now)
-            for job in dueTimers { job() }
+            let now = ContinuousClock.now
+            while let job = timers.popNextDue(now: now) { job() }
             if takeIncomingJobs() { break }
             runLocalJobs()
         }
         runLocalJobs()
-        for registration in registrations.values { Glibc.close(registration.fd) }
         registrations.removeAll()
         Glibc.close(epollFD)
         Glibc.close(wakeFD)

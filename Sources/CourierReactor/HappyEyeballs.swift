@@ -102,6 +102,9 @@ public struct HappyEyeballs: Sendable {
                 waitForAAAAUntil = nil
                 return startNext(now: now)
             }
+        } else if active.isEmpty && hasQueuedAddresses {
+            // Step 4: every attempt so far failed; new addresses start at once.
+            return startNext(now: now)
         }
         return checkExhausted()
     }

@@ -15,7 +15,9 @@ enum Posix {
     static func connect(_ fd: Int32, to address: SocketAddress) throws(SystemError) -> Bool {
         let result = address.withSockAddr { pointer, length in retryingOnInterrupt { Glibc.connect(fd, pointer, length) } }
         if result == 0 { return true }
-        if errno == EINPROGRESS || errno == EAGAIN { return false }
+        // Only EINPROGRESS means "connecting". EAGAIN is a failure: a full Unix-socket backlog,
+        // or no local port left for TCP.
+        if errno == EINPROGRESS { return false }
         throw .last("connect")
     }
 

@@ -40,6 +40,8 @@ public final class StreamChannel: IOEventHandler {
     private var failurePending = false
     /// The socket hung up while reading was paused: it is out of epoll until reading resumes.
     private var hungUpWhilePaused = false
+    /// The peer shut down its sending side while reading was paused.
+    private var peerHalfClosedWhilePaused = false
     /// Largest number of reads per readiness event, so one busy socket cannot starve the rest.
     private static let maxReadsPerEvent = 4
 
@@ -128,8 +130,10 @@ public final class StreamChannel: IOEventHandler {
     public func resumeReading() {
         guard isOpen, readingPaused else { return }
         readingPaused = false
-        if hungUpWhilePaused {
+        if hungUpWhilePaused || peerHalfClosedWhilePaused {
             hungUpWhilePaused = false
+            peerHalfClosedWhilePaused = false
+            updateInterest()
             loop.executeSoon { [self] in readAvailable() }
             return
         }
@@ -164,18 +168,32 @@ public final class StreamChannel: IOEventHandler {
             guard isOpen else { return }
         }
         if readingPaused {
-            // Level-triggered epoll would report a hang-up again and again while nobody reads:
-            // take the socket out of epoll until reading resumes.
-            if events.contains(.hangup) || events.contains(.readHangup) {
-                if let token { loop.deregister(token) }
-                token = nil
+            if events.contains(.hangup) {
+                // Both directions are down and level-triggered epoll would report it forever
+                // (EPOLLHUP cannot be masked): leave epoll; the rest is read after resuming.
+                stopWatching()
                 hungUpWhilePaused = true
+            } else if events.contains(.readHangup) {
+                // The peer stopped sending. Stop watching for that (it would be reported again
+                // and again) but keep watching writability; the end is read after resuming.
+                peerHalfClosedWhilePaused = true
+                updateInterest()
             }
             return
         }
         if events.contains(.readable) || events.contains(.readHangup) || events.contains(.hangup) {
             readAvailable()
         }
+        if isOpen && peerClosed && events.contains(.hangup) {
+            // Fully closed and fully read: nothing more can come from epoll but the same
+            // hang-up, over and over. Writes will fail on their own.
+            stopWatching()
+        }
+    }
+
+    private func stopWatching() {
+        if let token { loop.deregister(token) }
+        token = nil
     }
 
     private func readAvailable() {
@@ -197,7 +215,7 @@ public final class StreamChannel: IOEventHandler {
                 return
             }
         }
-        if isOpen && token == nil && !readingPaused {
+        if isOpen && token == nil && !readingPaused && !peerClosed {
             // Back from a hang-up while paused: the socket has more to read or its end.
             loop.executeSoon { [self] in readAvailable() }
         }
@@ -228,7 +246,7 @@ public final class StreamChannel: IOEventHandler {
         guard isOpen, let token else { return }
         var interest: IOEvents = []
         if !readingPaused && !peerClosed { interest.insert(.readable) }
-        if !peerClosed { interest.insert(.readHangup) }
+        if !peerClosed && !peerHalfClosedWhilePaused { interest.insert(.readHangup) }
         let wantsWrite = !pending.isEmpty
         if wantsWrite { interest.insert(.writable) }
         writeInterest = wantsWrite

@@ -50,13 +50,20 @@ public struct TimerQueue<Work> {
         return heap.min?.deadline
     }
 
-    /// Removes and returns the work whose deadlines are at or before `now`, earliest first.
-    public mutating func popDue(now: ContinuousClock.Instant) -> [Work] {
-        var due: [Work] = []
+    /// Removes and returns the earliest work due at or before `now`, or nil. Taking one at a
+    /// time lets a timer that runs cancel another due in the same turn.
+    public mutating func popNextDue(now: ContinuousClock.Instant) -> Work? {
         while let first = heap.min, first.deadline <= now {
             heap.removeMin()
-            if let item = work.removeValue(forKey: first.id) { due.append(item) }
+            if let item = work.removeValue(forKey: first.id) { return item }
         }
+        return nil
+    }
+
+    /// Removes and returns all the work due at or before `now`, earliest first.
+    public mutating func popDue(now: ContinuousClock.Instant) -> [Work] {
+        var due: [Work] = []
+        while let item = popNextDue(now: now) { due.append(item) }
         return due
     }
 

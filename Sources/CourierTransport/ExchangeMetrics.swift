@@ -19,6 +19,10 @@ public struct ExchangeMetrics: Sendable {
     public var networkProtocolName: String?
     /// True when the connection had carried an earlier request.
     public var isReusedConnection = false
+    /// The TLS version's wire number (0x0304 for TLS 1.3), for https.
+    public var tlsProtocolVersion: UInt16?
+    /// The IANA number of the TLS cipher suite, for https.
+    public var tlsCipherSuite: UInt16?
     public var localAddress: SocketAddress?
     public var remoteAddress: SocketAddress?
     /// Bytes of request head and body written.

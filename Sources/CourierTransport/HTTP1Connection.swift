@@ -4,14 +4,14 @@ import CourierPool
 import CourierReactor
 import Foundation
 
-/// One HTTP/1.1 connection: a stream channel, the response parser and request encoder, and
+/// One HTTP/1.1 connection: a transport stream (TCP or TLS), the response parser and request encoder, and
 /// the exchange it is carrying. Confined to its event loop.
 ///
 /// Lifecycle: created on a connected socket → idle ⇄ carrying one exchange → closed. After a
 /// response it goes back to its pool when the server allows reuse, the request body was sent
 /// whole and no stray byte followed the response; otherwise it closes. A protocol error always
 /// closes it.
-final class HTTP1Connection: StreamChannelDelegate {
+final class HTTP1Connection: TransportStreamDelegate {
     /// The request being carried.
     struct Active {
         var exchange: HTTPExchange
@@ -34,7 +34,7 @@ final class HTTP1Connection: StreamChannelDelegate {
 
     let id: PoolConnectionID
     let loop: EventLoop
-    let channel: StreamChannel
+    let stream: TransportStream
     weak var pool: PoolDriver?
     private var parser = HTTP1ResponseParser()
     private var active: Active?
@@ -53,14 +53,14 @@ final class HTTP1Connection: StreamChannelDelegate {
     /// Bytes queued in the channel above which body streaming waits for a drain.
     static let bodyHighWatermark = 256 * 1024
 
-    init(id: PoolConnectionID, channel: StreamChannel, pool: PoolDriver, connectStart: ContinuousClock.Instant) {
+    init(id: PoolConnectionID, stream: TransportStream, pool: PoolDriver, connectStart: ContinuousClock.Instant, connectEnd: ContinuousClock.Instant) {
         self.id = id
-        self.loop = channel.loop
-        self.channel = channel
+        self.loop = stream.loop
+        self.stream = stream
         self.pool = pool
         self.establishedAt = .now
-        self.connectTimings = (connectStart, establishedAt)
-        channel.delegate = self
+        self.connectTimings = (connectStart, connectEnd)
+        stream.delegate = self
     }
 
     // MARK: Carrying an exchange
@@ -91,11 +91,15 @@ final class HTTP1Connection: StreamChannelDelegate {
         metrics.isReusedConnection = requestsCarried > 1
         if !metrics.isReusedConnection {
             metrics.connectStart = connectTimings.start
-            metrics.connectEnd = connectTimings.end
+            metrics.connectEnd = stream.tls?.handshakeEnd ?? connectTimings.end
+            metrics.secureConnectionStart = stream.tls?.handshakeStart
+            metrics.secureConnectionEnd = stream.tls?.handshakeEnd
         }
+        metrics.tlsProtocolVersion = stream.tls?.version?.rawValue
+        metrics.tlsCipherSuite = stream.tls?.cipherSuite
         metrics.networkProtocolName = "http/1.1"
-        metrics.localAddress = channel.localAddress
-        metrics.remoteAddress = channel.remoteAddress
+        metrics.localAddress = stream.localAddress
+        metrics.remoteAddress = stream.remoteAddress
         metrics.requestStart = .now
 
         let framing: HTTP1BodyFraming
@@ -126,11 +130,11 @@ final class HTTP1Connection: StreamChannelDelegate {
 
         if case .bytes(let data) = request.body, !data.isEmpty {
             data.withUnsafeBytes { body in
-                sendBuffer.withReadableBytes { head in channel.write([head, body]) }
+                sendBuffer.withReadableBytes { head in stream.write([head, body]) }
             }
             bodySent(Int64(data.count))
         } else {
-            sendBuffer.withReadableBytes { channel.write($0) }
+            sendBuffer.withReadableBytes { stream.write([$0]) }
         }
         if active != nil, case .complete = active!.body {
             active!.metrics.requestEnd = .now
@@ -152,17 +156,17 @@ final class HTTP1Connection: StreamChannelDelegate {
         guard active?.exchange === exchange, active!.readingPaused != paused else { return }
         active!.readingPaused = paused
         if paused {
-            channel.pauseReading()
+            stream.pauseReading()
         } else {
             active!.lastActivity = .now
             drainStash()
-            if let current = active, !current.readingPaused { channel.resumeReading() }
+            if let current = active, !current.readingPaused { stream.resumeReading() }
         }
     }
 
-    // MARK: StreamChannelDelegate
+    // MARK: TransportStreamDelegate
 
-    func channel(_ channel: StreamChannel, didRead bytes: UnsafeRawBufferPointer) {
+    func streamDidRead(_ bytes: UnsafeRawBufferPointer) {
         guard active != nil else {
             // Bytes with no request outstanding: a stray or pipelined response nobody asked
             // for. It could be mistaken for the next response, so the connection retires.
@@ -178,11 +182,12 @@ final class HTTP1Connection: StreamChannelDelegate {
         parse(bytes)
     }
 
-    func channelDidReadEOF(_ channel: StreamChannel) {
+    func streamDidReadEOF(cleanly: Bool) {
         guard active != nil else {
             close()
             return
         }
+        endedCleanly = cleanly
         if !stash.isEmpty || active!.readingPaused {
             // Let the paused exchange read what it has first; the end is seen after that.
             pendingEOF = true
@@ -191,21 +196,23 @@ final class HTTP1Connection: StreamChannelDelegate {
         handleEOF()
     }
 
-    func channelDidDrainWrites(_ channel: StreamChannel) {
+    func streamDidDrainWrites() {
         guard active != nil else { return }
         active!.lastActivity = .now
         pumpBody()
     }
 
-    func channel(_ channel: StreamChannel, didFail error: SystemError) {
+    func streamDidFail(_ error: TransportError) {
         isClosed = true
         if active != nil {
-            connectionFailedUnderExchange(.connectionLost(error))
+            connectionFailedUnderExchange(error)
         }
         closeAndTellPool()
     }
 
     private var pendingEOF = false
+    /// False when TLS ended without close_notify: a close-delimited body is then truncated.
+    private var endedCleanly = true
 
     // MARK: Parsing
 
@@ -281,7 +288,10 @@ final class HTTP1Connection: StreamChannelDelegate {
             return
         }
         do {
-            if case .end(let trailers)? = try parser.finish() {
+            if !endedCleanly && parser.isReadingUntilClose {
+                // Without close_notify the end of the body cannot be told from a cut.
+                connectionFailedUnderExchange(.connectionLost(nil))
+            } else if case .end(let trailers)? = try parser.finish() {
                 finishActive(.success(trailers))
             } else {
                 connectionFailedUnderExchange(.connectionLost(nil))
@@ -360,7 +370,7 @@ final class HTTP1Connection: StreamChannelDelegate {
     private func closeAndTellPool() {
         cancelTimeout()
         cancelPoolIdleTimer()
-        channel.close()
+        stream.close()
         pool?.connectionClosed(id)
         pool = nil
     }
@@ -429,7 +439,7 @@ final class HTTP1Connection: StreamChannelDelegate {
     /// Fetches the next chunk of a streamed body when the channel has room for it.
     private func pumpBody() {
         guard let current = active, case .streaming(let producer, let length, false) = current.body else { return }
-        guard channel.pendingWriteBytes < Self.bodyHighWatermark else { return }
+        guard stream.pendingWriteBytes < Self.bodyHighWatermark else { return }
         active!.body = .streaming(producer, length: length, reading: true)
         let exchange = current.exchange
         let bound = LoopBound(self, loop: loop)
@@ -462,7 +472,7 @@ final class HTTP1Connection: StreamChannelDelegate {
                 if length == nil {
                     sendBuffer.clear()
                     HTTP1RequestEncoder.encodeLastChunk(into: &sendBuffer)
-                    sendBuffer.withReadableBytes { channel.write($0) }
+                    sendBuffer.withReadableBytes { stream.write([$0]) }
                 }
                 active!.body = .complete
                 active!.metrics.requestEnd = .now
@@ -479,10 +489,10 @@ final class HTTP1Connection: StreamChannelDelegate {
                     HTTP1RequestEncoder.encodeChunkHeader(length: data.count, into: &sendBuffer)
                     let header = sendBuffer.readableBytesArray()
                     header.withUnsafeBytes { head in
-                        Self.crlf.withUnsafeBytes { crlf in channel.write([head, data, crlf]) }
+                        Self.crlf.withUnsafeBytes { crlf in stream.write([head, data, crlf]) }
                     }
                 } else {
-                    channel.write(data)
+                    stream.write([data])
                 }
             }
             active!.body = .streaming(producer, length: length, reading: false)

@@ -44,7 +44,7 @@ public final class HTTPExchange: Sendable {
     }
 
     public let request: TransportRequest
-    let delegate: HTTPExchangeDelegate
+    public let delegate: HTTPExchangeDelegate
     /// Everything the exchange knows, guarded by its mutex.
     let state = Mutex(State())
     /// When the exchange entered the transport; loop threads add the rest.

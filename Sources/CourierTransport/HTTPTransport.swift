@@ -2,7 +2,44 @@ import CourierCore
 import CourierHTTP1
 import CourierPool
 import CourierReactor
+import CourierTLS
 import Synchronization
+
+/// What every pool of a transport shares: loops, resolver, TLS context and session cache,
+/// and the security delegate.
+final class TransportEnvironment: Sendable {
+    let group: EventLoopGroup
+    let resolver = Resolver()
+    let connectTimeout: Duration
+    let tlsSettings: TLSSettings
+    let securityDelegate: ConnectionSecurityDelegate?
+    let sessionCache = TLSSessionCache()
+    /// Made on the first https dial; guarded by the mutex.
+    private let context = Mutex<Result<TLSContext, TLSError>?>(nil)
+
+    init(configuration: HTTPTransport.Configuration, group: EventLoopGroup) {
+        self.group = group
+        self.connectTimeout = configuration.connectTimeout
+        self.tlsSettings = configuration.tls
+        self.securityDelegate = configuration.securityDelegate
+    }
+
+    /// The client TLS context of the transport.
+    func tlsContext() throws(TLSError) -> TLSContext {
+        let result = context.withLock { cached -> Result<TLSContext, TLSError> in
+            if let cached { return cached }
+            var configuration = TLSContext.Configuration()
+            configuration.minimumVersion = tlsSettings.minimumVersion
+            configuration.maximumVersion = tlsSettings.maximumVersion
+            configuration.applicationProtocols = tlsSettings.applicationProtocols
+            configuration.trustRoots = tlsSettings.trustRoots ?? SystemTrustStore.shared
+            let made = Result { () throws(TLSError) -> TLSContext in try TLSContext(role: .client, configuration: configuration) }
+            cached = made
+            return made
+        }
+        return try result.get()
+    }
+}
 
 /// The transport of one session: a pool per origin, and the entry point for requests.
 public final class HTTPTransport: Sendable {
@@ -11,18 +48,21 @@ public final class HTTPTransport: Sendable {
         public var pool = PoolConfiguration()
         /// Longest time to establish a connection.
         public var connectTimeout: Duration = .seconds(60)
+        public var tls = TLSSettings()
+        /// Makes the server-trust and client-certificate decisions; nil for default handling.
+        public var securityDelegate: ConnectionSecurityDelegate?
         public init() {}
     }
 
     public let configuration: Configuration
-    private let group: EventLoopGroup
+    private let environment: TransportEnvironment
     /// Pools by origin; guarded by the mutex.
     private let pools = Mutex<[Origin: PoolDriver]>([:])
     private let isShutDown = Atomic<Bool>(false)
 
     public init(configuration: Configuration = Configuration(), group: EventLoopGroup = .shared) {
         self.configuration = configuration
-        self.group = group
+        self.environment = TransportEnvironment(configuration: configuration, group: group)
     }
 
     /// Starts a request. The delegate hears of its progress on a connection's loop; the
@@ -58,7 +98,7 @@ public final class HTTPTransport: Sendable {
     private func pool(for origin: Origin) -> PoolDriver {
         pools.withLock { pools in
             if let existing = pools[origin] { return existing }
-            let driver = PoolDriver(origin: origin, configuration: configuration.pool, connectTimeout: configuration.connectTimeout, group: group)
+            let driver = PoolDriver(origin: origin, configuration: configuration.pool, environment: environment)
             pools[origin] = driver
             return driver
         }

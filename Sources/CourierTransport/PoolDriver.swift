@@ -1,13 +1,15 @@
 import CourierCore
 import CourierPool
 import CourierReactor
+import CourierTLS
+import Foundation
 import Synchronization
 
 /// Runs one key's ``PoolStateMachine``: feeds it events under a mutex and carries out the
 /// actions it returns, outside the mutex, on the right event loops.
 final class PoolDriver: Sendable {
-    typealias Machine = PoolStateMachine<ConnectError>
-    typealias Action = PoolAction<ConnectError>
+    typealias Machine = PoolStateMachine<DialFailure>
+    typealias Action = PoolAction<DialFailure>
 
     struct State {
         var machine: Machine
@@ -17,18 +19,21 @@ final class PoolDriver: Sendable {
     }
 
     let origin: Origin
-    let group: EventLoopGroup
-    let connectTimeout: Duration
-    let resolver: Resolver
+    let environment: TransportEnvironment
     /// The machine and what its identifiers stand for; guarded by the mutex.
     private let state: Mutex<State>
 
-    init(origin: Origin, configuration: PoolConfiguration, connectTimeout: Duration, group: EventLoopGroup, resolver: Resolver = Resolver()) {
+    init(origin: Origin, configuration: PoolConfiguration, environment: TransportEnvironment) {
         self.origin = origin
-        self.group = group
-        self.connectTimeout = connectTimeout
-        self.resolver = resolver
+        self.environment = environment
         self.state = Mutex(State(machine: Machine(configuration: configuration)))
+    }
+
+    var group: EventLoopGroup { environment.group }
+
+    /// The request waiting longest, for a challenge raised while dialing on its behalf.
+    func oldestWaitingExchange() -> HTTPExchange? {
+        state.withLock { state in state.exchanges.min { $0.key < $1.key }?.value }
     }
 
     // MARK: Events from the transport and its connections
@@ -90,7 +95,7 @@ final class PoolDriver: Sendable {
             case .failRequest(let requestID, let failure):
                 let exchange = state.withLock { $0.exchanges.removeValue(forKey: requestID) }
                 switch failure {
-                case .dialFailed(let error): exchange?.fail(.connect(error))
+                case .dialFailed(let error): exchange?.fail(error == .cancelled ? .cancelled : .dial(error))
                 case .cancelled: exchange?.fail(.cancelled)
                 case .shutDown: exchange?.fail(.shutDown)
                 }
@@ -117,30 +122,26 @@ final class PoolDriver: Sendable {
         }
     }
 
-    /// Dials a connection on the caller's loop when it is one of ours, else the next loop.
+    /// Dials a connection on the caller's loop when it is one of ours, else the next loop; for
+    /// https, runs the TLS handshake and the trust decision before the connection is handed in.
     private func dial(_ id: PoolConnectionID) {
         let loop = group.currentOrNext()
-        let target = Connector.Target.host(origin.host, port: origin.port)
-        let deadline = ContinuousClock.now + connectTimeout
         let start = { [self] in
             let connectStart = ContinuousClock.now
-            let connector = Connector(target: target, loop: loop, resolver: resolver)
-            connector.start(deadline: deadline) { [self] result in
+            let connector = Connector(target: .host(origin.host, port: origin.port), loop: loop, resolver: environment.resolver)
+            connector.start(deadline: connectStart + environment.connectTimeout) { [self] result in
                 switch result {
                 case .success(let socket):
+                    let channel: StreamChannel
                     do throws(SystemError) {
-                        let channel = try StreamChannel(fd: socket.fd, loop: loop)
-                        let connection = HTTP1Connection(id: id, channel: channel, pool: self, connectStart: connectStart)
-                        let actions = state.withLock { state -> [Action] in
-                            state.connections[id] = ConnectionHandle(connection: connection)
-                            return state.machine.connectionEstablished(id, protocol: .http1)
-                        }
-                        run(actions)
+                        channel = try StreamChannel(fd: socket.fd, loop: loop)
                     } catch {
-                        run(state.withLock { $0.machine.connectionFailed(id, error: .connect(error)) })
+                        connectionFailed(id, .connect(.connect(error)))
+                        return
                     }
+                    secure(channel, id: id, connectStart: connectStart)
                 case .failure(let error):
-                    run(state.withLock { $0.machine.connectionFailed(id, error: error) })
+                    connectionFailed(id, .connect(error))
                 }
             }
         }
@@ -150,5 +151,53 @@ final class PoolDriver: Sendable {
             let bound = LoopBound(start, loop: loop)
             loop.execute { bound.value() }
         }
+    }
+
+    /// Wraps a connected channel in TLS for https (plain TCP otherwise) and hands the
+    /// connection to the pool.
+    private func secure(_ channel: StreamChannel, id: PoolConnectionID, connectStart: ContinuousClock.Instant) {
+        let connectEnd = ContinuousClock.now
+        guard origin.scheme == .https else {
+            established(id, stream: PlainStream(channel: channel), connectStart: connectStart, connectEnd: connectEnd)
+            return
+        }
+        let engine: TLSEngine
+        do throws(TLSError) {
+            let session = environment.sessionCache.session(for: TLSStream.sessionKey(origin))
+            engine = try TLSEngine(
+                context: environment.tlsContext(), role: .client(serverName: origin.host),
+                verificationTime: Int64(Date().timeIntervalSince1970), session: session
+            )
+        } catch {
+            channel.close()
+            connectionFailed(id, .tls(error))
+            return
+        }
+        let stream = TLSStream(
+            channel: channel, engine: engine, origin: origin, sessionCache: environment.sessionCache,
+            securityDelegate: environment.securityDelegate,
+            exchangeForChallenge: { [weak self] in self?.oldestWaitingExchange() }
+        )
+        stream.startHandshake { [self] result in
+            switch result {
+            case .success:
+                established(id, stream: stream, connectStart: connectStart, connectEnd: connectEnd)
+            case .failure(let failure):
+                connectionFailed(id, failure)
+            }
+        }
+    }
+
+    private func established(_ id: PoolConnectionID, stream: TransportStream, connectStart: ContinuousClock.Instant, connectEnd: ContinuousClock.Instant) {
+        let connection = HTTP1Connection(id: id, stream: stream, pool: self, connectStart: connectStart, connectEnd: connectEnd)
+        let actions = state.withLock { state -> [Action] in
+            state.connections[id] = ConnectionHandle(connection: connection)
+            return state.machine.connectionEstablished(id, protocol: .http1)
+        }
+        run(actions)
+    }
+
+    private func connectionFailed(_ id: PoolConnectionID, _ failure: DialFailure) {
+        run(state.withLock { $0.machine.connectionFailed(id, error: failure) })
     }
 }

@@ -76,8 +76,8 @@ public struct TransportRequest: Sendable {
 
 /// Why the transport could not complete a request. The `Courier` layer maps these to `URLError`.
 public enum TransportError: Error, Sendable, CustomStringConvertible {
-    /// No connection could be made.
-    case connect(ConnectError)
+    /// No connection could be made ready: dialing, the TLS handshake or trust failed.
+    case dial(DialFailure)
     /// Nothing moved for longer than the request's idle timeout.
     case timedOut
     /// The connection closed or failed mid-exchange; nil when the peer simply closed.
@@ -95,7 +95,7 @@ public enum TransportError: Error, Sendable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .connect(let error): return error.description
+        case .dial(let failure): return failure.description
         case .timedOut: return "the request timed out"
         case .connectionLost(let error): return error.map { "connection lost: \($0)" } ?? "connection closed by the server"
         case .remoteProtocol(let error): return "bad response from the server: \(error)"

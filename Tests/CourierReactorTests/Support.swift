@@ -55,6 +55,7 @@ func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async
 }
 
 /// Runs `body` on `loop` and returns its result to the caller.
+@discardableResult
 func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         loop.execute {

@@ -13,6 +13,12 @@ public final class NginxServer: Sendable {
     public let port: Int
     public let directory: URL
     public let pid: Int32
+    /// TLS virtual hosts by name, each on its own port: "good" (server.pem), "expired",
+    /// "notyet", "wronghost", "selfsigned", "clientcert" (requires a client certificate from
+    /// the test CA), "tls12" (TLS 1.2 only).
+    public let tlsPorts: [String: Int]
+    /// The test PKI the TLS hosts use.
+    public let certificates: TestCertificates
 
     /// Static files served under `/files/` and `/chunked/`: name → bytes.
     public static let fixtures: [String: [UInt8]] = [
@@ -41,6 +47,11 @@ public final class NginxServer: Sendable {
 
     public func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
 
+    /// An https URL on one of the TLS hosts, for `host` (127.0.0.1 or localhost).
+    public func tlsURL(_ name: String = "good", _ path: String, host: String = "127.0.0.1") -> URL {
+        URL(string: "https://\(host):\(tlsPorts[name]!)\(path)")!
+    }
+
     /// Starts nginx; throws when it is not installed or does not come up.
     public init(extraServerConfiguration: String = "") throws(TestServerError) {
         guard let binary = ["/usr/sbin/nginx", "/usr/bin/nginx"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
@@ -67,6 +78,58 @@ public final class NginxServer: Sendable {
             throw TestServerError("nginx's njs module is not installed (apt-get install libnginx-mod-http-js)")
         }
         let path = directory.path
+        let certificates: TestCertificates
+        do {
+            certificates = try TestCertificates.make()
+            certificates.trustTestCAProcessWide()
+        } catch let error as TestServerError {
+            throw error
+        } catch {
+            throw TestServerError("\(error)")
+        }
+        var tlsPorts: [String: Int] = [:]
+        var tlsServers = ""
+        let hosts: [(String, String, String)] = [
+            ("good", "server", ""), ("expired", "expired", ""), ("notyet", "notyet", ""),
+            ("wronghost", "wronghost", ""), ("selfsigned", "selfsigned", ""),
+            ("clientcert", "server", "ssl_verify_client on; ssl_client_certificate \(certificates.caPEM);"),
+            ("tls12", "server", "ssl_protocols TLSv1.2;"),
+        ]
+        for (name, certificate, extra) in hosts {
+            let tlsPort = freeLoopbackPort()
+            tlsPorts[name] = tlsPort
+            tlsServers += """
+                server {
+                    listen 127.0.0.1:\(tlsPort) ssl;
+                    ssl_certificate \(certificates.path("\(certificate).pem"));
+                    ssl_certificate_key \(certificates.path("\(certificate).key"));
+                    \(extra)
+                    include \(path)/locations.conf;
+                }
+
+            """
+        }
+        let locations = """
+        root \(www.path);
+        location /echo {
+            client_max_body_size 0;
+            client_body_buffer_size 300m;
+            client_body_in_single_buffer on;
+            js_content echo.echo;
+        }
+        location /status/ { js_content echo.status; }
+        location /chunked/ { ssi on; ssi_types *; }
+        location /dav/ {
+            dav_methods PUT DELETE;
+            create_full_put_path on;
+            client_max_body_size 0;
+        }
+        location /close/ { keepalive_timeout 0; }
+        \(extraServerConfiguration)
+        """
+        guard (try? locations.write(to: directory.appendingPathComponent("locations.conf"), atomically: true, encoding: .utf8)) != nil else {
+            throw TestServerError("cannot write locations.conf")
+        }
         let configuration = """
         daemon off;
         master_process off;
@@ -86,27 +149,20 @@ public final class NginxServer: Sendable {
             js_import echo from \(script.path);
             keepalive_requests 10000;
             keepalive_timeout 65s;
+            add_header X-Connection $connection always;
+            add_header X-Connection-Requests $connection_requests always;
+            add_header X-Server-Protocol $server_protocol always;
+            add_header X-SSL-Protocol $ssl_protocol always;
+            add_header X-SSL-Session-Reused $ssl_session_reused always;
+            add_header X-Client-Subject $ssl_client_s_dn always;
+            ssl_protocols TLSv1.2 TLSv1.3;
+            ssl_session_cache shared:courier:1m;
+            ssl_session_tickets on;
             server {
                 listen 127.0.0.1:\(port);
-                root \(www.path);
-                add_header X-Connection $connection always;
-                add_header X-Connection-Requests $connection_requests always;
-                location /echo {
-                    client_max_body_size 0;
-                    client_body_buffer_size 300m;
-                    client_body_in_single_buffer on;
-                    js_content echo.echo;
-                }
-                location /status/ { js_content echo.status; }
-                location /chunked/ { ssi on; ssi_types *; }
-                location /dav/ {
-                    dav_methods PUT DELETE;
-                    create_full_put_path on;
-                    client_max_body_size 0;
-                }
-                location /close/ { keepalive_timeout 0; }
-                \(extraServerConfiguration)
+                include \(path)/locations.conf;
             }
+            \(tlsServers)
         }
         """
         let configFile = directory.appendingPathComponent("nginx.conf")
@@ -126,9 +182,11 @@ public final class NginxServer: Sendable {
         self.pid = process.processIdentifier
         self.port = port
         self.directory = directory
+        self.tlsPorts = tlsPorts
+        self.certificates = certificates
         ChildProcesses.track(pid)
         try? String(pid).write(to: directory.appendingPathComponent("server.pid"), atomically: true, encoding: .utf8)
-        guard waitForListener(port: port) else {
+        guard waitForListener(port: port), tlsPorts.values.allSatisfy({ waitForListener(port: $0) }) else {
             let log = (try? String(contentsOf: directory.appendingPathComponent("error.log"), encoding: .utf8)) ?? ""
             stop()
             throw TestServerError("nginx did not start on port \(port): \(log)")

@@ -30,12 +30,20 @@ public final class TestCertificates: Sendable {
     public var clientPEM: String { path("client.pem") }
     public var clientKey: String { path("client.key") }
     public var clientP12: String { path("client.p12") }
+    /// The system's roots plus the test CA.
+    public var trustedBundle: String { path("trusted-bundle.pem") }
+
+    /// Makes the test CA part of the system trust store for this process (SSL_CERT_FILE), as an
+    /// administrator would; call before any https session is made.
+    public func trustTestCAProcessWide() {
+        setenv("SSL_CERT_FILE", trustedBundle, 1)
+    }
 
     private init() throws(TestServerError) {
         directory = TestRun.makeDirectory("pki")
         let dir = directory.path
         try? FileManager.default.createDirectory(atPath: "\(dir)/newcerts", withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: "\(dir)/index.txt", contents: Data())
+        _ = FileManager.default.createFile(atPath: "\(dir)/index.txt", contents: Data())
         try write("\(dir)/serial", "1000\n")
         try write("\(dir)/ca.cnf", """
         [ ca ]
@@ -76,6 +84,10 @@ public final class TestCertificates: Sendable {
         try write("\(dir)/stranger.ext", "extendedKeyUsage=clientAuth\n")
         try run(["x509", "-req", "-in", "\(dir)/stranger.csr", "-CA", "\(dir)/otherca.pem", "-CAkey", "\(dir)/otherca.key",
                  "-CAcreateserial", "-out", "\(dir)/stranger.pem", "-days", "365", "-extfile", "\(dir)/stranger.ext"])
+        // The system bundle plus the test CA: what the tests use as "the system trust store".
+        let system = (try? Data(contentsOf: URL(fileURLWithPath: "/etc/ssl/certs/ca-certificates.crt"))) ?? Data()
+        let testCA = (try? Data(contentsOf: URL(fileURLWithPath: "\(dir)/ca.pem"))) ?? Data()
+        _ = FileManager.default.createFile(atPath: "\(dir)/trusted-bundle.pem", contents: system + Data("\n".utf8) + testCA)
         try run(["pkcs12", "-export", "-in", "\(dir)/client.pem", "-inkey", "\(dir)/client.key", "-certfile", "\(dir)/ca.pem",
                  "-out", "\(dir)/client.p12", "-passout", "pass:\(Self.pkcs12Passphrase)", "-name", "Courier Test Client"])
     }

@@ -1,0 +1,24 @@
+import CourierReactor
+import CourierTLS
+
+/// Why a connection could not be made ready: dialing, the TLS handshake, or trust.
+public enum DialFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    case connect(ConnectError)
+    case tls(TLSError)
+    /// The server's certificate was not trusted (by default handling or by the delegate).
+    case untrusted(CertificateFailure)
+    /// A challenge was cancelled by the delegate.
+    case cancelled
+    /// The connection closed during the handshake.
+    case closedDuringHandshake
+
+    public var description: String {
+        switch self {
+        case .connect(let error): return error.description
+        case .tls(let error): return error.description
+        case .untrusted(let failure): return "the server certificate is not trusted: \(failure)"
+        case .cancelled: return "cancelled"
+        case .closedDuringHandshake: return "the connection closed during the TLS handshake"
+        }
+    }
+}

@@ -1,0 +1,278 @@
+import CourierCore
+import CourierReactor
+import CourierTLS
+import Foundation
+
+/// TLS over a stream channel: drives a ``TLSEngine`` with the channel's bytes, runs the
+/// handshake with the trust and client-certificate decisions, then carries plaintext.
+///
+/// Phases: handshaking → (awaiting client identity → handshaking) → awaiting trust →
+/// established → closed. Nothing is written for the application before trust is decided.
+final class TLSStream: TransportStream, StreamChannelDelegate {
+    enum Phase {
+        case handshaking
+        case awaitingClientIdentity
+        case awaitingTrust
+        case established
+        case closed
+    }
+
+    typealias HandshakeCompletion = (Result<Void, DialFailure>) -> Void
+
+    let channel: StreamChannel
+    let engine: TLSEngine
+    let origin: Origin
+    weak var delegate: TransportStreamDelegate?
+    private(set) var tls: TLSDetails?
+    private var phase = Phase.handshaking
+    private var completion: HandshakeCompletion?
+    private var outgoing = ByteBuffer()
+    private var readingPaused = false
+    private var sawEOF = false
+    private let sessionCache: TLSSessionCache
+    private var trusted = false
+    private let handshakeStart = ContinuousClock.now
+    private let securityDelegate: ConnectionSecurityDelegate?
+    /// Finds the request a challenge is for (the oldest one waiting), at the time it is raised.
+    private let exchangeForChallenge: () -> HTTPExchange?
+
+    init(
+        channel: StreamChannel, engine: TLSEngine, origin: Origin, sessionCache: TLSSessionCache,
+        securityDelegate: ConnectionSecurityDelegate?, exchangeForChallenge: @escaping () -> HTTPExchange?
+    ) {
+        self.channel = channel
+        self.engine = engine
+        self.origin = origin
+        self.sessionCache = sessionCache
+        self.securityDelegate = securityDelegate
+        self.exchangeForChallenge = exchangeForChallenge
+        channel.delegate = self
+    }
+
+    var loop: EventLoop { channel.loop }
+    var pendingWriteBytes: Int { channel.pendingWriteBytes }
+    var localAddress: SocketAddress? { channel.localAddress }
+    var remoteAddress: SocketAddress? { channel.remoteAddress }
+
+    static func sessionKey(_ origin: Origin) -> String { "\(origin.host):\(origin.port)" }
+
+    // MARK: Handshake
+
+    /// Starts the handshake; `completion` runs once on the loop.
+    func startHandshake(_ completion: @escaping HandshakeCompletion) {
+        self.completion = completion
+        advanceHandshake()
+    }
+
+    private func advanceHandshake() {
+        guard phase == .handshaking else { return }
+        let status = engine.handshake()
+        flushOutgoing()
+        switch status {
+        case .inProgress:
+            if sawEOF { finishHandshake(.failure(.closedDuringHandshake)) }
+        case .needsClientIdentity(let issuers):
+            phase = .awaitingClientIdentity
+            guard let securityDelegate else {
+                answerClientIdentity(.none)
+                return
+            }
+            let request = ClientIdentityRequest(origin: origin, acceptableIssuers: issuers, exchange: exchangeForChallenge())
+            let bound = LoopBound(self, loop: loop)
+            let loop = self.loop
+            securityDelegate.chooseClientIdentity(request) { decision in
+                loop.execute { bound.value.answerClientIdentity(decision) }
+            }
+        case .established:
+            phase = .awaitingTrust
+            evaluateTrust()
+        case .failed(let error):
+            finishHandshake(.failure(.tls(error)))
+        }
+    }
+
+    private func answerClientIdentity(_ decision: ClientIdentityDecision) {
+        guard phase == .awaitingClientIdentity else { return }
+        switch decision {
+        case .identity(let identity): engine.provideClientIdentity(identity)
+        case .none: engine.provideClientIdentity(nil)
+        case .cancel:
+            finishHandshake(.failure(.cancelled))
+            return
+        }
+        phase = .handshaking
+        advanceHandshake()
+    }
+
+    private func evaluateTrust() {
+        let verdict = engine.verificationResult
+        guard let securityDelegate else {
+            switch verdict {
+            case .success: decideTrust(.accept)
+            case .failure(let failure): decideTrust(.reject(failure))
+            }
+            return
+        }
+        let request = ServerTrustRequest(origin: origin, chain: engine.peerCertificateChain, verdict: verdict, exchange: exchangeForChallenge())
+        let bound = LoopBound(self, loop: loop)
+        let loop = self.loop
+        securityDelegate.evaluateServerTrust(request) { decision in
+            loop.execute { bound.value.decideTrust(decision) }
+        }
+    }
+
+    private func decideTrust(_ decision: ServerTrustDecision) {
+        guard phase == .awaitingTrust else { return }
+        switch decision {
+        case .accept:
+            trusted = true
+            phase = .established
+            tls = TLSDetails(
+                version: engine.negotiatedVersion, cipherSuite: engine.negotiatedCipherSuite,
+                applicationProtocol: engine.negotiatedApplicationProtocol, isSessionResumed: engine.isSessionResumed,
+                handshakeStart: handshakeStart, handshakeEnd: .now
+            )
+            keepNewSession()
+            finishHandshake(.success(()))
+        case .reject(let failure):
+            sessionCache.remove(Self.sessionKey(origin))
+            finishHandshake(.failure(.untrusted(failure)))
+        case .cancel:
+            finishHandshake(.failure(.cancelled))
+        }
+    }
+
+    private func finishHandshake(_ result: Result<Void, DialFailure>) {
+        guard let completion else { return }
+        self.completion = nil
+        if case .failure = result {
+            phase = .closed
+            channel.close()
+        }
+        completion(result)
+    }
+
+    // MARK: TransportStream
+
+    func write(_ parts: [UnsafeRawBufferPointer]) {
+        guard phase == .established else { return }
+        do {
+            for part in parts where part.count > 0 { try engine.write(part) }
+        } catch {
+            fail(.remoteProtocol(error))
+            return
+        }
+        flushOutgoing()
+    }
+
+    func pauseReading() {
+        readingPaused = true
+        channel.pauseReading()
+    }
+
+    func resumeReading() {
+        guard readingPaused else { return }
+        readingPaused = false
+        channel.resumeReading()
+        // Plaintext already decrypted inside the engine is delivered without waiting for bytes.
+        loop.executeSoon { [weak self] in self?.readPlaintext() }
+    }
+
+    func close() {
+        guard phase != .closed else { return }
+        keepNewSession()
+        if phase == .established {
+            engine.close()
+            flushOutgoing()
+        }
+        phase = .closed
+        delegate = nil
+        channel.close()
+    }
+
+    // MARK: StreamChannelDelegate
+
+    func channel(_ channel: StreamChannel, didRead bytes: UnsafeRawBufferPointer) {
+        engine.feed(bytes)
+        switch phase {
+        case .handshaking: advanceHandshake()
+        case .established: readPlaintext()
+        case .awaitingClientIdentity, .awaitingTrust, .closed: break
+        }
+    }
+
+    func channelDidReadEOF(_ channel: StreamChannel) {
+        sawEOF = true
+        engine.feedEndOfInput()
+        switch phase {
+        case .handshaking: advanceHandshake()
+        case .awaitingClientIdentity, .awaitingTrust: finishHandshake(.failure(.closedDuringHandshake))
+        case .established: readPlaintext()
+        case .closed: break
+        }
+    }
+
+    func channelDidDrainWrites(_ channel: StreamChannel) {
+        delegate?.streamDidDrainWrites()
+    }
+
+    func channel(_ channel: StreamChannel, didFail error: SystemError) {
+        if completion != nil {
+            phase = .closed
+            let completion = self.completion
+            self.completion = nil
+            completion?(.failure(.connect(.connect(error))))
+            return
+        }
+        phase = .closed
+        let delegate = self.delegate
+        self.delegate = nil
+        delegate?.streamDidFail(.connectionLost(error))
+    }
+
+    /// Delivers decrypted bytes until the engine needs more input or reading pauses.
+    private func readPlaintext() {
+        while phase == .established && !readingPaused {
+            let outcome = engine.read(into: loop.readBuffer)
+            switch outcome {
+            case .bytes(let count):
+                // TLS 1.3 tickets arrive after the handshake, ahead of the first response bytes.
+                keepNewSession()
+                delegate?.streamDidRead(UnsafeRawBufferPointer(rebasing: loop.readBuffer[0..<count]))
+            case .needsMoreInput:
+                flushOutgoing()
+                keepNewSession()
+                return
+            case .closed(let clean):
+                flushOutgoing()
+                let delegate = self.delegate
+                delegate?.streamDidReadEOF(cleanly: clean)
+                return
+            case .failed(let error):
+                fail(.remoteProtocol(error))
+                return
+            }
+        }
+    }
+
+    private func keepNewSession() {
+        guard trusted, let session = engine.takeNewSession() else { return }
+        sessionCache.store(session, for: Self.sessionKey(origin))
+    }
+
+    private func flushOutgoing() {
+        guard engine.hasOutput, channel.isOpen else { return }
+        outgoing.clear()
+        engine.drainOutput(into: &outgoing)
+        outgoing.withReadableBytes { channel.write($0) }
+    }
+
+    private func fail(_ error: TransportError) {
+        guard phase != .closed else { return }
+        phase = .closed
+        let delegate = self.delegate
+        self.delegate = nil
+        channel.close()
+        delegate?.streamDidFail(error)
+    }
+}

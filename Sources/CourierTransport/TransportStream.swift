@@ -1,0 +1,85 @@
+import CourierReactor
+import CourierTLS
+
+/// Receives what happens on a ``TransportStream``; called on the stream's loop.
+protocol TransportStreamDelegate: AnyObject {
+    /// Plaintext arrived, lent for the call.
+    func streamDidRead(_ bytes: UnsafeRawBufferPointer)
+    /// The peer finished sending. `cleanly` is false when TLS ended without close_notify, so
+    /// a body delimited by the close may have been cut short.
+    func streamDidReadEOF(cleanly: Bool)
+    /// Everything written has been handed to the kernel.
+    func streamDidDrainWrites()
+    /// The stream failed; it is closed.
+    func streamDidFail(_ error: TransportError)
+}
+
+/// What the TLS handshake settled, for metrics.
+struct TLSDetails: Sendable {
+    var version: TLSVersion?
+    var cipherSuite: UInt16?
+    var applicationProtocol: String?
+    var isSessionResumed: Bool
+    var handshakeStart: ContinuousClock.Instant
+    var handshakeEnd: ContinuousClock.Instant
+}
+
+/// A connected byte stream on one event loop: plain TCP or TLS over it.
+protocol TransportStream: AnyObject {
+    var loop: EventLoop { get }
+    var delegate: TransportStreamDelegate? { get set }
+    var pendingWriteBytes: Int { get }
+    var localAddress: SocketAddress? { get }
+    var remoteAddress: SocketAddress? { get }
+    /// Set for TLS streams.
+    var tls: TLSDetails? { get }
+    func write(_ parts: [UnsafeRawBufferPointer])
+    func pauseReading()
+    func resumeReading()
+    /// Closes at once (after queueing close_notify on TLS); the delegate is released.
+    func close()
+}
+
+/// A plain TCP stream: a stream channel with the delegate calls renamed.
+final class PlainStream: TransportStream, StreamChannelDelegate {
+    let channel: StreamChannel
+    weak var delegate: TransportStreamDelegate?
+
+    init(channel: StreamChannel) {
+        self.channel = channel
+        channel.delegate = self
+    }
+
+    var loop: EventLoop { channel.loop }
+    var pendingWriteBytes: Int { channel.pendingWriteBytes }
+    var localAddress: SocketAddress? { channel.localAddress }
+    var remoteAddress: SocketAddress? { channel.remoteAddress }
+    var tls: TLSDetails? { nil }
+
+    func write(_ parts: [UnsafeRawBufferPointer]) { channel.write(parts) }
+    func pauseReading() { channel.pauseReading() }
+    func resumeReading() { channel.resumeReading() }
+
+    func close() {
+        delegate = nil
+        channel.close()
+    }
+
+    func channel(_ channel: StreamChannel, didRead bytes: UnsafeRawBufferPointer) {
+        delegate?.streamDidRead(bytes)
+    }
+
+    func channelDidReadEOF(_ channel: StreamChannel) {
+        delegate?.streamDidReadEOF(cleanly: true)
+    }
+
+    func channelDidDrainWrites(_ channel: StreamChannel) {
+        delegate?.streamDidDrainWrites()
+    }
+
+    func channel(_ channel: StreamChannel, didFail error: SystemError) {
+        let delegate = self.delegate
+        self.delegate = nil
+        delegate?.streamDidFail(.connectionLost(error))
+    }
+}
