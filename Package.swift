@@ -92,7 +92,7 @@ let package = Package(
         .testTarget(name: "CourierTests", dependencies: ["Courier"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["Courier", "CourierTransport", "_CourierTestSupport"]
+            dependencies: ["Courier", "CourierCore", "CourierTLS", "CourierTransport", "_CourierTestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -103,10 +103,13 @@ struct CourierCommand: AsyncParsableCommand {
         let outcome = await transfer.run(task)
         session.finishTasksAndInvalidate()
         sink.close()
+        if let trustFailure = outcome.trustFailure {
+            FileHandle.standardError.write(Data("courier: the server certificate is not trusted by \(caCertificates ?? "the given CA file"): \(trustFailure)\n".utf8))
+            throw ExitCode(1)
+        }
         if let error = outcome.error {
             let code = (error as? URLError)?.code.rawValue ?? 0
-            let reason = outcome.trustFailure.map { " (\($0))" } ?? ""
-            FileHandle.standardError.write(Data("courier: \(error.localizedDescription)\(reason) (URLError \(code))\n".utf8))
+            FileHandle.standardError.write(Data("courier: \(error.localizedDescription) (URLError \(code))\n".utf8))
             throw ExitCode(1)
         }
         if fail, let status = outcome.status, status >= 400 {

@@ -81,7 +81,6 @@ public final class NginxServer: Sendable {
         let certificates: TestCertificates
         do {
             certificates = try TestCertificates.make()
-            certificates.trustTestCAProcessWide()
         } catch let error as TestServerError {
             throw error
         } catch {

@@ -75,6 +75,13 @@ public final class ScriptedConnection: @unchecked Sendable {
         return request
     }
 
+    /// Returns what is buffered or arrives within `timeout` (empty on EOF or timeout).
+    public func readAvailable(timeout: TimeInterval = 10) -> [UInt8] {
+        if buffer.isEmpty { _ = fill(deadline: Date().addingTimeInterval(timeout)) }
+        defer { buffer.removeAll() }
+        return buffer
+    }
+
     /// Writes bytes as given.
     public func write(_ bytes: [UInt8]) {
         var offset = 0

@@ -11,11 +11,13 @@ public final class TestCertificates: Sendable {
 
     private static let shared = Mutex<Result<TestCertificates, TestServerError>?>(nil)
 
-    /// The certificates of this test process, made on first use.
+    /// The certificates of this test process, made on first use. Making them also makes the
+    /// test CA part of the process's system trust store (see ``trustTestCAProcessWide()``).
     public static func make() throws -> TestCertificates {
         try shared.withLock { cached in
             if let cached { return try cached.get() }
             let result = Result { () throws(TestServerError) -> TestCertificates in try TestCertificates() }
+            if case .success(let certificates) = result { certificates.trustTestCAProcessWide() }
             cached = result
             return try result.get()
         }

@@ -1,0 +1,101 @@
+import CourierCore
+import CourierTLS
+import Courier
+import Foundation
+import Testing
+import _CourierTestSupport
+
+/// A TLS server made of OpenSSL (Courier's engine in the server role) over the scripted raw
+/// server's socket, for ends of stream nginx does not produce: a close without close_notify.
+@Suite("TLS close-delimited bodies")
+struct TLSTruncationTests {
+    init() throws {
+        // Puts the test CA in this process's trust store before any session is made.
+        _ = try TestCertificates.make()
+    }
+
+    /// Runs a TLS handshake on `connection`, reads a request and writes `response`; then sends
+    /// close_notify or not, and closes.
+    static func serve(_ connection: ScriptedConnection, response: String, closeNotify: Bool) throws {
+        let pki = try TestCertificates.make()
+        let identity = try TLSIdentity.pem(certificateChain: pki.bytes("server.pem"), privateKey: pki.bytes("server.key"))
+        let context = try TLSContext(role: .server(identity: identity), configuration: TLSContext.Configuration())
+        let engine = try TLSEngine(context: context, role: .server, verificationTime: Int64(Date().timeIntervalSince1970))
+        func flush() {
+            var out = ByteBuffer()
+            engine.drainOutput(into: &out)
+            connection.write(out.readableBytesArray())
+        }
+        while true {
+            let status = engine.handshake()
+            flush()
+            if status == .established { break }
+            if case .failed = status { return }
+            let input = connection.readAvailable(timeout: 5)
+            if input.isEmpty { return }
+            input.withUnsafeBytes { engine.feed($0) }
+        }
+        var request: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16384)
+        while !request.containsSubsequence(Array("\r\n\r\n".utf8)) {
+            // The request may already be inside the engine, fed along with the handshake.
+            if case .bytes(let count) = buffer.withUnsafeMutableBytes({ engine.read(into: $0) }) {
+                request += buffer[..<count]
+                continue
+            }
+            let input = connection.readAvailable(timeout: 5)
+            if input.isEmpty { return }
+            input.withUnsafeBytes { engine.feed($0) }
+        }
+        try Array(response.utf8).withUnsafeBytes { try engine.write($0) }
+        flush()
+        if closeNotify {
+            engine.close()
+            flush()
+        }
+    }
+
+    @Test("a close-delimited body over TLS that ends with close_notify is complete")
+    func cleanClose() async throws {
+        let server = try ScriptedServer { connection in
+            try? TLSTruncationTests.serve(connection, response: "HTTP/1.0 200 OK\r\n\r\nthe whole body", closeNotify: true)
+        }
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        let (data, _) = try await session.data(from: URL(string: "https://127.0.0.1:\(server.port)/")!)
+        #expect(String(decoding: data, as: UTF8.self) == "the whole body")
+    }
+
+    @Test("a close-delimited body over TLS that ends without close_notify is networkConnectionLost")
+    func truncatedClose() async throws {
+        let server = try ScriptedServer { connection in
+            try? TLSTruncationTests.serve(connection, response: "HTTP/1.0 200 OK\r\n\r\nmaybe the whole body", closeNotify: false)
+        }
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        do {
+            _ = try await session.data(from: URL(string: "https://127.0.0.1:\(server.port)/")!)
+            Issue.record("a body cut without close_notify was taken as complete")
+        } catch let error as URLError {
+            #expect(error.code == .networkConnectionLost)
+        }
+    }
+
+    @Test("a Content-Length body over TLS needs no close_notify")
+    func lengthDelimited() async throws {
+        let server = try ScriptedServer { connection in
+            try? TLSTruncationTests.serve(connection, response: "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbody", closeNotify: false)
+        }
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        let (data, _) = try await session.data(from: URL(string: "https://127.0.0.1:\(server.port)/")!)
+        #expect(String(decoding: data, as: UTF8.self) == "body")
+    }
+}
+
+extension Array where Element == UInt8 {
+    func containsSubsequence(_ needle: [UInt8]) -> Bool {
+        guard count >= needle.count else { return false }
+        return (0...(count - needle.count)).contains { self[$0..<($0 + needle.count)].elementsEqual(needle) }
+    }
+}
