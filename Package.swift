@@ -36,6 +36,7 @@ let package = Package(
         // Pure protocol cores.
         .target(name: "CourierHTTP1", dependencies: ["CourierCore"]),
         .target(name: "CourierTLS", dependencies: ["CourierCore", "CCourierOpenSSL"]),
+        .target(name: "CourierHTTP2", dependencies: ["CourierCore", "CCourierNghttp2"]),
         .target(
             name: "CourierPool",
             dependencies: [.product(name: "DequeModule", package: "swift-collections")]
@@ -82,6 +83,7 @@ let package = Package(
 
         .testTarget(name: "CourierCoreTests", dependencies: ["CourierCore"]),
         .testTarget(name: "CourierPoolTests", dependencies: ["CourierPool"]),
+        .testTarget(name: "CourierHTTP2Tests", dependencies: ["CourierHTTP2", "CourierCore", "CCourierNghttp2"]),
         .testTarget(name: "CourierTLSTests", dependencies: ["CourierTLS", "CCourierOpenSSL", "_CourierTestSupport", "CourierCore"]),
         .testTarget(
             name: "CourierHTTP1Tests",

@@ -92,3 +92,24 @@ public struct HTTPRequestHead: Sendable, Equatable {
         self.fields = fields
     }
 }
+
+extension HTTPRequestHead {
+    /// Checks the head before anything is written: method and target as a request line needs
+    /// them, every field name a token and every value free of CR, LF, NUL and the other
+    /// controls (no header injection).
+    public func validate() throws(HTTPFieldError) {
+        guard HTTPFieldValidation.isToken(method.rawValue.utf8) else { throw .invalidMethod(method.rawValue) }
+        guard HTTPFieldValidation.isValidTarget(target.utf8) else { throw .invalidTarget(target) }
+        guard HTTPFieldValidation.isValidTarget(authority.utf8) else { throw .invalidTarget(authority) }
+        var failure: HTTPFieldError?
+        fields.forEachField { name, value in
+            guard failure == nil else { return }
+            if !HTTPFieldValidation.isToken(name) {
+                failure = .invalidName(String(decoding: name, as: UTF8.self))
+            } else if !HTTPFieldValidation.isValidFieldValue(value) {
+                failure = .invalidValue(name: String(decoding: name, as: UTF8.self))
+            }
+        }
+        if let failure { throw failure }
+    }
+}

@@ -22,19 +22,7 @@ public enum HTTP1RequestEncoder {
     /// needs them, every field name a token and every value free of CR, LF, NUL and the other
     /// controls (no header injection).
     public static func validate(_ head: HTTPRequestHead) throws(HTTPFieldError) {
-        guard HTTPFieldValidation.isToken(head.method.rawValue.utf8) else { throw .invalidMethod(head.method.rawValue) }
-        guard HTTPFieldValidation.isValidTarget(head.target.utf8) else { throw .invalidTarget(head.target) }
-        guard HTTPFieldValidation.isValidTarget(head.authority.utf8) else { throw .invalidTarget(head.authority) }
-        var failure: HTTPFieldError?
-        head.fields.forEachField { name, value in
-            guard failure == nil else { return }
-            if !HTTPFieldValidation.isToken(name) {
-                failure = .invalidName(String(decoding: name, as: UTF8.self))
-            } else if !HTTPFieldValidation.isValidFieldValue(value) {
-                failure = .invalidValue(name: String(decoding: name, as: UTF8.self))
-            }
-        }
-        if let failure { throw failure }
+        try head.validate()
     }
 
     /// Validates `head` and appends its encoding, with the framing field for `framing`, to

@@ -1,0 +1,373 @@
+import CCourierNghttp2
+import CourierCore
+
+/// The client side of one HTTP/2 connection as a sans-IO core over libnghttp2: bytes from the
+/// network go in through ``receive(_:)``, bytes for the network come out of
+/// ``drainOutput(into:)``, and what happens is reported synchronously to the delegate. nghttp2's
+/// callbacks only record and report; this type never touches a socket or a clock.
+///
+/// Flow control is manual: received DATA counts against the windows until the delegate calls
+/// ``consume(streamID:count:)``, so a stream whose reader is paused stops its sender without
+/// stalling the others. Server push is disabled.
+public final class HTTP2ClientSession {
+    /// Per-stream bookkeeping for the response.
+    struct StreamState {
+        var fields: [(name: String, value: String)] = []
+        var headerBytes = 0
+        var headDelivered = false
+        var endStreamReceived = false
+        var headerListTooLarge = false
+        var peerResetCode: UInt32?
+        var cancelledLocally = false
+    }
+
+    public let configuration: HTTP2Configuration
+    public weak var delegate: HTTP2SessionDelegate?
+    var session: OpaquePointer!
+    var streams: [Int32: StreamState] = [:]
+    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS; 100 (RFC 9113's suggested minimum)
+    /// until it says otherwise.
+    public private(set) var remoteMaxConcurrentStreams = 100
+    /// Set after a GOAWAY from the server.
+    public private(set) var goAwayLastStreamID: Int32?
+    /// nghttp2's words for the last connection-level error it found in the peer's bytes.
+    var lastErrorMessage: String?
+    /// True after ``goAway()``: the session ends on our request, not an error.
+    var terminatedLocally = false
+    /// The error code of a GOAWAY nghttp2 sent because the peer broke the protocol.
+    var sentGoAwayError: UInt32?
+
+    public init(configuration: HTTP2Configuration = HTTP2Configuration(), delegate: HTTP2SessionDelegate? = nil) throws(HTTP2Error) {
+        self.configuration = configuration
+        self.delegate = delegate
+        var callbacks: OpaquePointer?
+        guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else { throw .setupFailed("out of memory") }
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, onBeginHeaders)
+        nghttp2_session_callbacks_set_on_header_callback(callbacks, onHeader)
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, onFrameReceived)
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, onDataChunk)
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, onStreamClose)
+        nghttp2_session_callbacks_set_error_callback2(callbacks, onError)
+        nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, onFrameSent)
+        var option: OpaquePointer?
+        guard nghttp2_option_new(&option) == 0, let option else { throw .setupFailed("out of memory") }
+        defer { nghttp2_option_del(option) }
+        nghttp2_option_set_no_auto_window_update(option, 1)
+        nghttp2_option_set_peer_max_concurrent_streams(option, UInt32(remoteMaxConcurrentStreams))
+        var created: OpaquePointer?
+        let status = nghttp2_session_client_new2(&created, callbacks, Unmanaged.passUnretained(self).toOpaque(), option)
+        guard status == 0, let created else { throw .setupFailed(String(cString: nghttp2_strerror(status))) }
+        session = created
+        var settings = [
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: UInt32(configuration.initialStreamWindowSize)),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: UInt32(configuration.maxHeaderListSize)),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: UInt32(configuration.maxConcurrentPushStreams)),
+        ]
+        _ = nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
+        _ = nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, configuration.connectionWindowSize)
+    }
+
+    deinit {
+        nghttp2_session_del(session)
+    }
+
+    static func from(_ userData: UnsafeMutableRawPointer?) -> HTTP2ClientSession {
+        Unmanaged<HTTP2ClientSession>.fromOpaque(userData!).takeUnretainedValue()
+    }
+
+    // MARK: Bytes in and out
+
+    /// Feeds bytes from the network; events are reported to the delegate while this runs.
+    public func receive(_ bytes: UnsafeRawBufferPointer) throws(HTTP2Error) {
+        guard bytes.count > 0 else { return }
+        let result = nghttp2_session_mem_recv(session, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), bytes.count)
+        if result < 0 { throw .protocolViolation(String(cString: nghttp2_strerror(Int32(result)))) }
+    }
+
+    /// Moves every frame waiting to be sent into `buffer`.
+    public func drainOutput(into buffer: inout ByteBuffer) {
+        while true {
+            var data: UnsafePointer<UInt8>?
+            let count = nghttp2_session_mem_send(session, &data)
+            guard count > 0, let data else { return }
+            buffer.write(UnsafeRawBufferPointer(start: data, count: count))
+        }
+    }
+
+    /// The connection-level error that ended the session, once its GOAWAY has been drained:
+    /// nghttp2 answers a peer's protocol violation by queueing GOAWAY and reading no more.
+    /// Check after each ``drainOutput(into:)``.
+    public var connectionFailure: HTTP2Error? {
+        guard let code = sentGoAwayError else { return nil }
+        return .protocolViolation(lastErrorMessage ?? "the connection failed with \(HTTP2ErrorCode.name(code))")
+    }
+
+    /// True when frames are waiting to be sent.
+    public var wantsWrite: Bool { nghttp2_session_want_write(session) != 0 }
+
+    /// False once both sides have nothing more to say (after GOAWAY and the last stream).
+    public var wantsRead: Bool { nghttp2_session_want_read(session) != 0 }
+
+    /// Streams open now.
+    public var openStreamCount: Int { streams.count }
+
+    // MARK: Requests
+
+    /// Opens a stream for a request. HTTP/1-only fields (Connection, Keep-Alive,
+    /// Proxy-Connection, Transfer-Encoding, Upgrade, Host) are dropped; names are lower-cased;
+    /// `content-length` is written only for a body of known length.
+    public func submitRequest(_ head: HTTPRequestHead, body: HTTP2RequestBody) throws(HTTPFieldError) -> Int32 {
+        try head.validate()
+        var pairs: [(String, String)] = [
+            (":method", head.method.rawValue), (":scheme", head.scheme),
+            (":authority", head.authority), (":path", head.target),
+        ]
+        head.fields.forEachField { name, value in
+            let lower = String(decoding: name.map(HTTPFieldValidation.lowercased), as: UTF8.self)
+            if Self.droppedFields.contains(lower) { return }
+            let text = String(decoding: value, as: UTF8.self)
+            if lower == "te" && text.lowercased() != "trailers" { return }
+            pairs.append((lower, text))
+        }
+        if case .known(let length) = body { pairs.append(("content-length", String(length))) }
+
+        // One buffer holds every name and value; the nv array points into it.
+        var storage: [UInt8] = []
+        var ranges: [(Range<Int>, Range<Int>)] = []
+        for (name, value) in pairs {
+            let nameStart = storage.count
+            storage += name.utf8
+            let valueStart = storage.count
+            storage += value.utf8
+            ranges.append((nameStart..<valueStart, valueStart..<storage.count))
+        }
+        var provider = courier_nghttp2_data_provider(readBodyCallback)
+        let streamID: Int32 = storage.withUnsafeMutableBufferPointer { bytes in
+            var nva = ranges.map { name, value in
+                nghttp2_nv(
+                    name: bytes.baseAddress! + name.lowerBound, value: bytes.baseAddress! + value.lowerBound,
+                    namelen: name.count, valuelen: value.count, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+                )
+            }
+            if body == .none {
+                return nghttp2_submit_request(session, nil, &nva, nva.count, nil, nil)
+            }
+            return nghttp2_submit_request(session, nil, &nva, nva.count, &provider, nil)
+        }
+        guard streamID > 0 else { throw .invalidTarget("nghttp2 refused the request: \(String(cString: nghttp2_strerror(streamID)))") }
+        streams[streamID] = StreamState()
+        return streamID
+    }
+
+    /// More body bytes are available for a stream whose source said "not ready".
+    public func resumeBody(streamID: Int32) {
+        _ = nghttp2_session_resume_data(session, streamID)
+    }
+
+    /// The delegate has taken `count` bytes of a stream's DATA: credit the windows.
+    public func consume(streamID: Int32, count: Int) {
+        guard count > 0 else { return }
+        _ = nghttp2_session_consume(session, streamID, count)
+    }
+
+    /// Resets a stream with CANCEL; the delegate hears of its close as `.cancelled`.
+    public func cancelStream(_ streamID: Int32) {
+        guard streams[streamID] != nil else { return }
+        streams[streamID]!.cancelledLocally = true
+        _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, HTTP2ErrorCode.cancel)
+    }
+
+    /// Sends a PING, to learn whether an idle connection is alive.
+    public func ping() {
+        _ = nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
+    }
+
+    /// Sends GOAWAY: no new streams will be opened.
+    public func goAway() {
+        terminatedLocally = true
+        _ = nghttp2_session_terminate_session(session, HTTP2ErrorCode.noError)
+    }
+
+    static let droppedFields: Set<String> = [
+        "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "host", "content-length",
+    ]
+
+    // MARK: Callback bodies
+
+    func beginHeaders(_ streamID: Int32) {
+        streams[streamID]?.fields.removeAll(keepingCapacity: true)
+        streams[streamID]?.headerBytes = 0
+    }
+
+    /// Returns false to reset the stream (header list too large).
+    func header(_ streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard streams[streamID] != nil else { return true }
+        // RFC 9113 section 6.5.2: each field counts its name, its value and 32 octets.
+        streams[streamID]!.headerBytes += name.count + value.count + 32
+        if streams[streamID]!.headerBytes > configuration.maxHeaderListSize {
+            streams[streamID]!.headerListTooLarge = true
+            return false
+        }
+        streams[streamID]!.fields.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
+        return true
+    }
+
+    func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) {
+        let type = Int(courier_nghttp2_frame_type(frame))
+        let flags = courier_nghttp2_frame_flags(frame)
+        let streamID = courier_nghttp2_frame_stream_id(frame)
+        let endStream = flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
+        switch type {
+        case Int(NGHTTP2_HEADERS.rawValue):
+            guard var state = streams[streamID] else { return }
+            if endStream { state.endStreamReceived = true }
+            let fields = state.fields
+            state.fields = []
+            streams[streamID] = state
+            headerBlockComplete(streamID, fields, hadHead: state.headDelivered)
+        case Int(NGHTTP2_DATA.rawValue):
+            if endStream { streams[streamID]?.endStreamReceived = true }
+        case Int(NGHTTP2_RST_STREAM.rawValue):
+            streams[streamID]?.peerResetCode = courier_nghttp2_rst_stream_error_code(frame)
+        case Int(NGHTTP2_SETTINGS.rawValue):
+            guard flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 else { return }
+            let limit = courier_nghttp2_settings_value(frame, Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue))
+            if limit >= 0 {
+                remoteMaxConcurrentStreams = Int(min(limit, Int64(Int32.max)))
+                delegate?.http2DidReceiveMaxConcurrentStreams(remoteMaxConcurrentStreams)
+            }
+        case Int(NGHTTP2_GOAWAY.rawValue):
+            let last = courier_nghttp2_goaway_last_stream_id(frame)
+            goAwayLastStreamID = last
+            delegate?.http2DidReceiveGoAway(lastStreamID: last, errorCode: courier_nghttp2_goaway_error_code(frame))
+        case Int(NGHTTP2_PING.rawValue):
+            if flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 { delegate?.http2DidReceivePingAcknowledgement() }
+        default:
+            break
+        }
+    }
+
+    /// A complete header block: the response head (1xx heads skipped), or trailers.
+    private func headerBlockComplete(_ streamID: Int32, _ fields: [(name: String, value: String)], hadHead: Bool) {
+        if let status = fields.first(where: { $0.name == ":status" }).flatMap({ Int($0.value) }) {
+            if (100..<200).contains(status) { return }
+            streams[streamID]?.headDelivered = true
+            var head = HTTPResponseHead(version: .http2, status: status)
+            for (name, value) in fields where !name.hasPrefix(":") {
+                head.fields.append(name: Self.canonicalName(name), value: value)
+            }
+            delegate?.http2Stream(streamID, didReceiveHead: head)
+        } else if hadHead {
+            var trailers = HTTPFields()
+            for (name, value) in fields where !name.hasPrefix(":") {
+                trailers.append(name: Self.canonicalName(name), value: value)
+            }
+            delegate?.http2Stream(streamID, didReceiveTrailers: trailers)
+        }
+    }
+
+    func dataChunk(_ streamID: Int32, _ bytes: UnsafeRawBufferPointer) {
+        delegate?.http2Stream(streamID, didReceiveData: bytes)
+    }
+
+    func streamClosed(_ streamID: Int32, errorCode: UInt32) {
+        guard let state = streams.removeValue(forKey: streamID) else { return }
+        let error: HTTP2StreamError?
+        if state.cancelledLocally {
+            error = .cancelled
+        } else if state.headerListTooLarge {
+            error = .headerListTooLarge
+        } else if errorCode == HTTP2ErrorCode.refusedStream || (state.peerResetCode == nil && goAwayLastStreamID.map { streamID > $0 } == true) {
+            error = .refused
+        } else if let peerCode = state.peerResetCode, !(peerCode == HTTP2ErrorCode.noError && state.endStreamReceived) {
+            error = .reset(code: peerCode)
+        } else if errorCode != HTTP2ErrorCode.noError {
+            error = .protocolError(code: errorCode)
+        } else if !state.endStreamReceived {
+            error = .reset(code: errorCode)
+        } else {
+            error = nil
+        }
+        delegate?.http2Stream(streamID, didCloseWith: error)
+    }
+
+    func readBody(_ streamID: Int32, into buffer: UnsafeMutableRawBufferPointer, flags: UnsafeMutablePointer<UInt32>) -> Int {
+        guard let delegate else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+        switch delegate.http2Stream(streamID, readBodyInto: buffer) {
+        case .bytes(let count, let end):
+            if end { flags.pointee |= UInt32(NGHTTP2_DATA_FLAG_EOF.rawValue) }
+            return count
+        case .notReady:
+            return Int(NGHTTP2_ERR_DEFERRED.rawValue)
+        }
+    }
+
+    /// "content-type" → "Content-Type": HTTP/2 names are lower case on the wire, but responses
+    /// should look the same to users whatever the protocol.
+    static func canonicalName(_ name: String) -> String {
+        var result = ""
+        result.reserveCapacity(name.utf8.count)
+        var upper = true
+        for character in name {
+            result.append(upper ? Character(character.uppercased()) : character)
+            upper = character == "-"
+        }
+        return result
+    }
+}
+
+// MARK: nghttp2 callbacks: find the session and hand over.
+
+private let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, userData in
+    guard let frame else { return 0 }
+    HTTP2ClientSession.from(userData).beginHeaders(courier_nghttp2_frame_stream_id(frame))
+    return 0
+}
+
+private let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, userData in
+    guard let frame, let name, let value else { return 0 }
+    let accepted = HTTP2ClientSession.from(userData).header(
+        courier_nghttp2_frame_stream_id(frame),
+        name: UnsafeBufferPointer(start: name, count: nameLength),
+        value: UnsafeBufferPointer(start: value, count: valueLength)
+    )
+    return accepted ? 0 : Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+}
+
+private let onFrameReceived: nghttp2_on_frame_recv_callback = { _, frame, userData in
+    guard let frame else { return 0 }
+    HTTP2ClientSession.from(userData).frameReceived(frame)
+    return 0
+}
+
+private let onDataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, streamID, data, length, userData in
+    guard let data else { return 0 }
+    HTTP2ClientSession.from(userData).dataChunk(streamID, UnsafeRawBufferPointer(start: data, count: length))
+    return 0
+}
+
+private let onStreamClose: nghttp2_on_stream_close_callback = { _, streamID, errorCode, userData in
+    HTTP2ClientSession.from(userData).streamClosed(streamID, errorCode: errorCode)
+    return 0
+}
+
+private let onFrameSent: nghttp2_on_frame_send_callback = { _, frame, userData in
+    guard let frame, Int(courier_nghttp2_frame_type(frame)) == Int(NGHTTP2_GOAWAY.rawValue) else { return 0 }
+    let code = courier_nghttp2_goaway_error_code(frame)
+    if code != HTTP2ErrorCode.noError { HTTP2ClientSession.from(userData).sentGoAwayError = code }
+    return 0
+}
+
+private let onError: nghttp2_error_callback2 = { _, _, message, length, userData in
+    guard let message else { return 0 }
+    let text = UnsafeRawBufferPointer(start: message, count: length)
+    HTTP2ClientSession.from(userData).lastErrorMessage = String(decoding: text, as: UTF8.self)
+    return 0
+}
+
+private let readBodyCallback: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, userData in
+    guard let buffer, let flags else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+    return HTTP2ClientSession.from(userData).readBody(streamID, into: UnsafeMutableRawBufferPointer(start: buffer, count: length), flags: flags)
+}

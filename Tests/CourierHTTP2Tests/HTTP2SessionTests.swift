@@ -1,0 +1,318 @@
+import CCourierNghttp2
+import CourierCore
+@testable import CourierHTTP2
+import Testing
+
+/// Records what the client session reports, and serves request bodies.
+final class ClientRecorder: HTTP2SessionDelegate {
+    var heads: [Int32: HTTPResponseHead] = [:]
+    var data: [Int32: [UInt8]] = [:]
+    var trailers: [Int32: HTTPFields] = [:]
+    var closed: [Int32: HTTP2StreamError?] = [:]
+    var maxStreams: [Int] = []
+    var goAway: (Int32, UInt32)?
+    var pingAcks = 0
+    /// Streams whose DATA is left unconsumed (a paused reader).
+    var paused: Set<Int32> = []
+    var unconsumed: [Int32: Int] = [:]
+    weak var session: HTTP2ClientSession?
+    /// Request bodies to send, by stream; nil entries mean "not ready yet".
+    var bodies: [Int32: [UInt8]] = [:]
+    var bodyOffsets: [Int32: Int] = [:]
+    var bodyComplete: Set<Int32> = []
+
+    func http2Stream(_ streamID: Int32, didReceiveHead head: HTTPResponseHead) { heads[streamID] = head }
+    func http2Stream(_ streamID: Int32, didReceiveData bytes: UnsafeRawBufferPointer) {
+        data[streamID, default: []] += bytes
+        if paused.contains(streamID) {
+            unconsumed[streamID, default: 0] += bytes.count
+        } else {
+            session?.consume(streamID: streamID, count: bytes.count)
+        }
+    }
+    func http2Stream(_ streamID: Int32, didReceiveTrailers trailers: HTTPFields) { self.trailers[streamID] = trailers }
+    func http2Stream(_ streamID: Int32, didCloseWith error: HTTP2StreamError?) { closed[streamID] = error }
+    func http2DidReceiveMaxConcurrentStreams(_ limit: Int) { maxStreams.append(limit) }
+    func http2DidReceiveGoAway(lastStreamID: Int32, errorCode: UInt32) { goAway = (lastStreamID, errorCode) }
+    func http2DidReceivePingAcknowledgement() { pingAcks += 1 }
+    func http2Stream(_ streamID: Int32, readBodyInto buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyChunk {
+        guard let body = bodies[streamID] else { return .notReady }
+        let offset = bodyOffsets[streamID, default: 0]
+        let count = min(buffer.count, body.count - offset)
+        body.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: count) }
+        bodyOffsets[streamID] = offset + count
+        let end = offset + count == body.count && bodyComplete.contains(streamID)
+        if offset + count == body.count && !bodyComplete.contains(streamID) {
+            return count == 0 ? .notReady : .bytes(count: count, end: false)
+        }
+        return .bytes(count: count, end: end)
+    }
+
+    func resume(_ streamID: Int32) {
+        paused.remove(streamID)
+        session?.consume(streamID: streamID, count: unconsumed.removeValue(forKey: streamID) ?? 0)
+    }
+}
+
+/// A client session joined to a test server in memory.
+struct Link {
+    let client: HTTP2ClientSession
+    let recorder: ClientRecorder
+    let server: TestServerSession
+
+    init(configuration: HTTP2Configuration = HTTP2Configuration(), server: TestServerSession = TestServerSession()) throws {
+        recorder = ClientRecorder()
+        client = try HTTP2ClientSession(configuration: configuration, delegate: recorder)
+        recorder.session = client
+        self.server = server
+    }
+
+    /// Moves bytes both ways until neither side has anything to say.
+    func pump() throws {
+        for _ in 0..<10_000 {
+            var out = ByteBuffer()
+            client.drainOutput(into: &out)
+            let toServer = out.readableBytesArray()
+            if !toServer.isEmpty { #expect(server.receive(toServer) == toServer.count) }
+            let toClient = server.output()
+            if !toClient.isEmpty { try toClient.withUnsafeBytes { try client.receive($0) } }
+            if toServer.isEmpty && toClient.isEmpty { return }
+        }
+        Issue.record("the link never went quiet")
+    }
+
+    func get(_ path: String, fields: HTTPFields = HTTPFields()) throws -> Int32 {
+        try client.submitRequest(HTTPRequestHead(method: .get, target: path, authority: "example.test", scheme: "https", fields: fields), body: .none)
+    }
+}
+
+@Suite("HTTP/2 client session against an nghttp2 server in memory")
+struct HTTP2SessionTests {
+    @Test("a GET: pseudo-headers, lower-case names, HTTP/1-only fields dropped; response and completion")
+    func simpleGet() throws {
+        let link = try Link()
+        var fields = HTTPFields()
+        fields.append(name: "X-Custom", value: "1")
+        fields.append(name: "Connection", value: "keep-alive")
+        fields.append(name: "Host", value: "evil.test")
+        fields.append(name: "Transfer-Encoding", value: "chunked")
+        fields.append(name: "TE", value: "gzip")
+        let stream = try link.get("/path?q=1", fields: fields)
+        try link.pump()
+        let request = try #require(link.server.requests[stream])
+        #expect(request.headers.contains { $0 == (":method", "GET") })
+        #expect(request.headers.contains { $0 == (":path", "/path?q=1") })
+        #expect(request.headers.contains { $0 == (":authority", "example.test") })
+        #expect(request.headers.contains { $0 == (":scheme", "https") })
+        #expect(request.headers.contains { $0 == ("x-custom", "1") })
+        #expect(!request.headers.contains { ["connection", "host", "transfer-encoding", "te"].contains($0.0) })
+        link.server.respond(stream, headers: [("content-type", "text/plain"), ("x-multi-word-name", "v")], body: Array("hello".utf8))
+        try link.pump()
+        let head = try #require(link.recorder.heads[stream])
+        #expect(head.status == 200)
+        #expect(head.version == .http2)
+        #expect(head.fields.first("Content-Type") == "text/plain")
+        #expect(head.fields.name(at: 1) == "X-Multi-Word-Name")
+        #expect(link.recorder.data[stream] == Array("hello".utf8))
+        #expect(link.recorder.closed[stream] == .some(nil))
+    }
+
+    @Test("100 concurrent streams with interleaved DATA all complete intact")
+    func manyStreams() throws {
+        let link = try Link()
+        var streams: [Int32] = []
+        for index in 0..<100 { streams.append(try link.get("/\(index)")) }
+        try link.pump()
+        for (index, stream) in streams.enumerated() {
+            link.server.respond(stream, body: [UInt8](repeating: UInt8(index), count: 1000 + index * 537))
+        }
+        try link.pump()
+        for (index, stream) in streams.enumerated() {
+            #expect(link.recorder.data[stream] == [UInt8](repeating: UInt8(index), count: 1000 + index * 537))
+            #expect(link.recorder.closed[stream] == .some(nil))
+        }
+    }
+
+    @Test("a stream left unconsumed stalls at its window while another completes; consuming resumes it")
+    func flowControl() throws {
+        var configuration = HTTP2Configuration()
+        configuration.initialStreamWindowSize = 65_535
+        let link = try Link(configuration: configuration)
+        let slow = try link.get("/slow")
+        let fast = try link.get("/fast")
+        link.recorder.paused.insert(slow)
+        try link.pump()
+        link.server.respond(slow, body: [UInt8](repeating: 1, count: 1_000_000))
+        link.server.respond(fast, body: [UInt8](repeating: 2, count: 300_000))
+        try link.pump()
+        #expect(link.recorder.closed[fast] == .some(nil))
+        #expect(link.recorder.data[fast]?.count == 300_000)
+        let stalled = link.recorder.data[slow]?.count ?? 0
+        #expect(stalled <= 65_535, "a paused stream receives no more than its window")
+        #expect(link.recorder.closed[slow] == nil)
+        link.recorder.resume(slow)
+        try link.pump()
+        #expect(link.recorder.data[slow]?.count == 1_000_000)
+        #expect(link.recorder.closed[slow] == .some(nil))
+    }
+
+    @Test("trailers are delivered before completion")
+    func trailers() throws {
+        let link = try Link()
+        let stream = try link.get("/t")
+        try link.pump()
+        link.server.respond(stream, body: Array("body".utf8), trailers: [("x-checksum", "abc")])
+        try link.pump()
+        #expect(link.recorder.trailers[stream]?.first("X-Checksum") == "abc")
+        #expect(link.recorder.closed[stream] == .some(nil))
+    }
+
+    @Test("interim 1xx heads are skipped")
+    func interim() throws {
+        let link = try Link()
+        let stream = try link.get("/early")
+        try link.pump()
+        link.server.sendInterim(stream, status: 103)
+        link.server.respond(stream, status: 204)
+        try link.pump()
+        #expect(link.recorder.heads[stream]?.status == 204)
+        #expect(link.recorder.closed[stream] == .some(nil))
+    }
+
+    @Test("RST_STREAM from the server is a reset with its code")
+    func reset() throws {
+        let link = try Link()
+        let stream = try link.get("/reset")
+        try link.pump()
+        link.server.reset(stream, code: 0x2)
+        try link.pump()
+        #expect(link.recorder.closed[stream] == .some(.reset(code: 0x2)))
+    }
+
+    @Test("GOAWAY: streams above the last id are refused (safe to retry), the rest finish")
+    func goAway() throws {
+        let link = try Link()
+        let first = try link.get("/1")
+        let second = try link.get("/2")
+        let third = try link.get("/3")
+        try link.pump()
+        link.server.goAway(lastStreamID: first)
+        link.server.respond(first, body: Array("one".utf8))
+        try link.pump()
+        #expect(link.recorder.goAway?.0 == first)
+        #expect(link.recorder.closed[first] == .some(nil))
+        #expect(link.recorder.closed[second] == .some(.refused))
+        #expect(link.recorder.closed[third] == .some(.refused))
+    }
+
+    @Test("an oversized header list resets the stream (HPACK-bomb defence)")
+    func headerListTooLarge() throws {
+        var configuration = HTTP2Configuration()
+        configuration.maxHeaderListSize = 4096
+        let link = try Link(configuration: configuration, server: TestServerSession(maxSendHeaderBlock: 1 << 20))
+        let stream = try link.get("/big")
+        try link.pump()
+        link.server.respond(stream, headers: (0..<100).map { ("x-filler-\($0)", String(repeating: "v", count: 100)) })
+        try link.pump()
+        #expect(link.recorder.closed[stream] == .some(.headerListTooLarge))
+    }
+
+    @Test("a content-length that the DATA does not match is a protocol error")
+    func contentLengthMismatch() throws {
+        let link = try Link()
+        let stream = try link.get("/lie")
+        try link.pump()
+        link.server.respond(stream, headers: [("content-length", "10")], body: Array("short".utf8))
+        try link.pump()
+        guard case .some(.some(.protocolError)) = link.recorder.closed[stream] else {
+            Issue.record("expected a protocol error, got \(String(describing: link.recorder.closed[stream]))")
+            return
+        }
+    }
+
+    @Test("the server's SETTINGS_MAX_CONCURRENT_STREAMS is reported")
+    func maxConcurrentStreams() throws {
+        let server = TestServerSession(settings: [(Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), 7)])
+        let link = try Link(server: server)
+        _ = try link.get("/")
+        try link.pump()
+        #expect(link.recorder.maxStreams == [7])
+        #expect(link.client.remoteMaxConcurrentStreams == 7)
+    }
+
+    @Test("request bodies: known length with content-length, streamed with pauses")
+    func requestBodies() throws {
+        let link = try Link()
+        let payload = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let known = try link.client.submitRequest(
+            HTTPRequestHead(method: .post, target: "/known", authority: "example.test", scheme: "https"), body: .known(length: Int64(payload.count))
+        )
+        link.recorder.bodies[known] = payload
+        link.recorder.bodyComplete.insert(known)
+        let streamed = try link.client.submitRequest(
+            HTTPRequestHead(method: .put, target: "/streamed", authority: "example.test", scheme: "https"), body: .streamed
+        )
+        link.recorder.bodies[streamed] = Array(payload.prefix(1000))
+        try link.pump()
+        #expect(link.server.requests[known]?.complete == true)
+        #expect(link.server.requests[known]?.body == payload)
+        #expect(link.server.requests[known]?.headers.contains { $0 == ("content-length", "200000") } == true)
+        #expect(link.server.requests[streamed]?.complete == false, "the source said not ready: the stream waits")
+        link.recorder.bodies[streamed] = payload
+        link.recorder.bodyComplete.insert(streamed)
+        link.client.resumeBody(streamID: streamed)
+        try link.pump()
+        #expect(link.server.requests[streamed]?.complete == true)
+        #expect(link.server.requests[streamed]?.body == payload)
+        #expect(link.server.requests[streamed]?.headers.contains { $0.0 == "content-length" } == false)
+    }
+
+    @Test("cancelling a stream resets it with CANCEL")
+    func cancel() throws {
+        let link = try Link()
+        let stream = try link.get("/cancel")
+        try link.pump()
+        link.client.cancelStream(stream)
+        try link.pump()
+        #expect(link.recorder.closed[stream] == .some(.cancelled))
+        #expect(link.server.closedStreams[stream] == HTTP2ErrorCode.cancel)
+    }
+
+    @Test("PING is answered")
+    func ping() throws {
+        let link = try Link()
+        link.client.ping()
+        try link.pump()
+        #expect(link.recorder.pingAcks == 1)
+    }
+
+    @Test("malformed frames from the peer are a connection error", arguments: [
+        // A DATA frame on stream 0.
+        [0, 0, 4, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4] as [UInt8],
+        // A SETTINGS frame whose length is not a multiple of 6.
+        [0, 0, 5, 4, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5],
+        // A HEADERS frame with a garbage header block for a stream never opened.
+        [0, 0, 3, 1, 5, 0, 0, 0, 9, 0xff, 0xff, 0xff],
+    ])
+    func malformed(_ frame: [UInt8]) throws {
+        let link = try Link()
+        _ = try link.get("/")
+        try link.pump()
+        #expect(link.client.connectionFailure == nil)
+        try frame.withUnsafeBytes { try link.client.receive($0) }
+        var out = ByteBuffer()
+        link.client.drainOutput(into: &out)
+        #expect(link.client.connectionFailure != nil, "the session ends with GOAWAY")
+    }
+
+    @Test("garbage instead of a server preface is a connection error")
+    func garbagePreface() throws {
+        let client = try HTTP2ClientSession()
+        var out = ByteBuffer()
+        client.drainOutput(into: &out)
+        let garbage = Array("HTTP/1.1 400 Bad Request\r\n\r\n".utf8)
+        try garbage.withUnsafeBytes { try client.receive($0) }
+        client.drainOutput(into: &out)
+        #expect(client.connectionFailure != nil)
+    }
+}
