@@ -56,7 +56,7 @@ let package = Package(
         .target(
             name: "CourierTransport",
             dependencies: [
-                "CourierCore", "CourierHTTP1", "CourierPool", "CourierReactor", "CourierTLS",
+                "CourierCore", "CourierHTTP1", "CourierHTTP2", "CourierPool", "CourierReactor", "CourierTLS",
                 .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),

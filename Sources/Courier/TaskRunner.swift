@@ -44,6 +44,9 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         var readingPaused = false
         var cancelRequested = false
         var finished = false
+        /// The outcome of an async task that finished before its continuation was stored (it
+        /// was cancelled before it started).
+        var earlyOutcome: Result<(Data, URLResponse), any Error>?
         var startDate = Date()
         var transactions: [URLSessionTaskTransactionMetrics] = []
         var request: URLRequest?
@@ -71,9 +74,15 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
 
     var session: URLSession { task.session }
 
-    /// Stores the continuation of an async call before the task starts.
+    /// Stores the continuation of an async call before the task starts; resumes it at once when
+    /// the task already finished (cancelled before it could start).
     func setContinuation(_ continuation: UnsafeContinuation<(Data, URLResponse), any Error>) {
-        state.withLock { $0.continuation = continuation }
+        let early = state.withLock { state -> Result<(Data, URLResponse), any Error>? in
+            if let outcome = state.earlyOutcome { return outcome }
+            state.continuation = continuation
+            return nil
+        }
+        if let early { continuation.resume(with: early) }
     }
 
     // MARK: Control
@@ -108,9 +117,12 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         let exchange = session.transport.execute(transportRequest, delegate: self)
         let cancelNow = state.withLock { state -> Bool in
             state.exchange = exchange
+            // A pause decided before the exchange was known (a head that raced the return).
+            if state.readingPaused { exchange.recordPauseWish(true) }
             return state.cancelRequested
         }
         if cancelNow { exchange.cancel() }
+        exchange.applyPauseWish()
     }
 
     func cancel() {
@@ -130,24 +142,26 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         updateReading()
     }
 
-    /// Tells the exchange to pause or resume when what the task needs changed.
+    /// Tells the exchange to pause or resume when what the task needs changed. The wish is
+    /// recorded under the runner's lock, so the latest decision is the one that holds.
     private func updateReading() {
-        let change = state.withLock { state -> (HTTPExchange, Bool)? in
+        let exchange = state.withLock { state -> HTTPExchange? in
             let wanted = state.suspended || state.awaitingDisposition || state.queuedBytes > Self.deliveryHighWatermark
             let resume = !state.suspended && !state.awaitingDisposition && state.queuedBytes <= Self.deliveryLowWatermark
             guard let exchange = state.exchange else { return nil }
             if wanted && !state.readingPaused {
                 state.readingPaused = true
-                return (exchange, true)
+                exchange.recordPauseWish(true)
+                return exchange
             }
             if resume && state.readingPaused {
                 state.readingPaused = false
-                return (exchange, false)
+                exchange.recordPauseWish(false)
+                return exchange
             }
             return nil
         }
-        guard let (exchange, pause) = change else { return }
-        if pause { exchange.pauseReading() } else { exchange.resumeReading() }
+        exchange?.applyPauseWish()
     }
 
     // MARK: HTTPExchangeDelegate (on an event loop)
@@ -279,14 +293,27 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         switch delivery {
         case .async:
             if taskDelegate != nil { enqueue(reportMetrics) }
+            let outcome: Result<(Data, URLResponse), any Error>
+            if let error {
+                outcome = .failure(error)
+            } else if let response {
+                outcome = .success((body, response))
+            } else {
+                outcome = .failure(URLError.courier(.badServerResponse, "No response was received.", url: task.originalRequest?.url))
+            }
             if let continuation {
-                if let error {
-                    continuation.resume(throwing: error)
-                } else if let response {
-                    continuation.resume(returning: (body, response))
-                } else {
-                    continuation.resume(throwing: URLError.courier(.badServerResponse, "No response was received.", url: task.originalRequest?.url))
+                continuation.resume(with: outcome)
+            } else {
+                // Finished before the continuation was stored: it is resumed when it arrives.
+                let late = state.withLock { state -> UnsafeContinuation<(Data, URLResponse), any Error>? in
+                    if let stored = state.continuation {
+                        state.continuation = nil
+                        return stored
+                    }
+                    state.earlyOutcome = outcome
+                    return nil
                 }
+                late?.resume(with: outcome)
             }
             session.taskCompleted(task)
         case .completionHandler(let handler):

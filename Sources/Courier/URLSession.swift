@@ -67,6 +67,7 @@ open class URLSession: NSObject, @unchecked Sendable {
         transportConfiguration.connectTimeout = RequestBuilder.duration(frozen.timeoutIntervalForRequest)
         transportConfiguration.tls.minimumVersion = frozen.tlsMinimumSupportedProtocolVersion.tlsVersion ?? .tls1_2
         transportConfiguration.tls.maximumVersion = frozen.tlsMaximumSupportedProtocolVersion.tlsVersion
+        transportConfiguration.http2PriorKnowledge = frozen.http2PriorKnowledge
         let security = SessionSecurity()
         transportConfiguration.securityDelegate = security
         self.transport = HTTPTransport(configuration: transportConfiguration)

@@ -29,6 +29,10 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     open var tlsMinimumSupportedProtocolVersion: tls_protocol_version_t = .TLSv12
     /// Highest TLS version offered for https; TLS 1.3 by default.
     open var tlsMaximumSupportedProtocolVersion: tls_protocol_version_t = .TLSv13
+    /// Courier extension: speak HTTP/2 on cleartext (`http`) connections without negotiation
+    /// (h2c with prior knowledge, RFC 9113 section 3.3). For servers known to accept it, such
+    /// as test and benchmark peers; off by default. https negotiates HTTP/2 with ALPN anyway.
+    open var http2PriorKnowledge = false
     /// Accepted; ignored (HTTP/1.1 pipelining is never used).
     open var httpShouldUsePipelining = false
     /// Accepted; no effect on Linux.
@@ -81,6 +85,7 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
         copy.timeoutIntervalForResource = timeoutIntervalForResource
         copy.httpMaximumConnectionsPerHost = httpMaximumConnectionsPerHost
         copy.httpAdditionalHeaders = httpAdditionalHeaders
+        copy.http2PriorKnowledge = http2PriorKnowledge
         copy.tlsMinimumSupportedProtocolVersion = tlsMinimumSupportedProtocolVersion
         copy.tlsMaximumSupportedProtocolVersion = tlsMaximumSupportedProtocolVersion
         copy.httpShouldUsePipelining = httpShouldUsePipelining

@@ -9,7 +9,7 @@ public struct TLSSettings: Sendable {
     /// Highest protocol version; nil for the highest available.
     public var maximumVersion: TLSVersion?
     /// ALPN protocols offered, in preference order.
-    public var applicationProtocols = ["http/1.1"]
+    public var applicationProtocols = ["h2", "http/1.1"]
     /// Roots to verify servers against; nil for the system's trust store.
     public var trustRoots: TrustStore?
 

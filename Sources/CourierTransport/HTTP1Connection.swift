@@ -75,11 +75,16 @@ final class HTTP1Connection: TransportStreamDelegate {
         }
         let pausedEarly = exchange.state.withLock { state -> Bool? in
             if case .finished = state.phase { return nil }
+            if state.cancelRequested {
+                // Cancelled between the pool and here: nobody else will see it now.
+                return nil
+            }
             state.phase = .executing(ConnectionHandle(connection: self))
             return state.pausedEarly
         }
         guard let pausedEarly else {
             // Cancelled on its way here: the connection is free again.
+            exchange.fail(.cancelled)
             pool?.connectionReleased(id)
             return
         }
@@ -312,15 +317,7 @@ final class HTTP1Connection: TransportStreamDelegate {
     private func connectionFailedUnderExchange(_ error: TransportError) {
         guard let current = active else { return }
         if !current.receivedResponseBytes && current.metrics.isReusedConnection {
-            let request = current.exchange.request
-            let mayRetry = request.head.method.isIdempotent && request.body.isReplayable
-            let firstRetry = current.exchange.state.withLock { state -> Bool in
-                guard !state.retried else { return false }
-                state.retried = true
-                state.phase = .created
-                return true
-            }
-            if mayRetry && firstRetry {
+            if current.exchange.claimRetry(requireIdempotent: true) {
                 active = nil
                 cancelTimeout()
                 pool?.requeueAfterStaleConnection(current.exchange, closedConnection: id)

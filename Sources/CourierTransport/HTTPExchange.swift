@@ -39,8 +39,10 @@ public final class HTTPExchange: Sendable {
         var phase = Phase.created
         /// Asked to pause before reaching a connection; applied when it does.
         var pausedEarly = false
-        /// Retried once already after a stale connection.
-        var retried = false
+        /// Cancelled while on its way from the pool to a connection.
+        var cancelRequested = false
+        /// Retries made after stale or refusing connections.
+        var retries = 0
     }
 
     public let request: TransportRequest
@@ -57,7 +59,10 @@ public final class HTTPExchange: Sendable {
 
     /// Stops the exchange; the delegate gets `.cancelled` unless it already finished.
     public func cancel() {
-        let phase = state.withLock { $0.phase }
+        let phase = state.withLock { state -> Phase in
+            state.cancelRequested = true
+            return state.phase
+        }
         switch phase {
         case .created, .finished:
             break
@@ -70,20 +75,32 @@ public final class HTTPExchange: Sendable {
 
     /// Stops delivering response bytes until ``resumeReading()``; the connection stops reading.
     public func pauseReading() {
-        let phase = state.withLock { state -> Phase in
-            state.pausedEarly = true
-            return state.phase
-        }
-        if case .executing(let connection) = phase { connection.onLoop { $0.setReadingPaused(true, for: self) } }
+        recordPauseWish(true)
+        applyPauseWish()
     }
 
     /// Delivers response bytes again.
     public func resumeReading() {
-        let phase = state.withLock { state -> Phase in
-            state.pausedEarly = false
-            return state.phase
+        recordPauseWish(false)
+        applyPauseWish()
+    }
+
+    /// Records whether the response should be paused, without acting yet. Callers that decide
+    /// under their own lock record there, then call ``applyPauseWish()`` outside it: whatever
+    /// order the applications run in, each applies the latest wish, so a stale decision can
+    /// never win.
+    public func recordPauseWish(_ paused: Bool) {
+        state.withLock { $0.pausedEarly = paused }
+    }
+
+    /// Makes the connection carrying the exchange follow the latest pause wish.
+    public func applyPauseWish() {
+        let phase = state.withLock { $0.phase }
+        guard case .executing(let connection) = phase else { return }
+        connection.onLoop { connection in
+            let paused = self.state.withLock { $0.pausedEarly }
+            connection.setReadingPaused(paused, for: self)
         }
-        if case .executing(let connection) = phase { connection.onLoop { $0.setReadingPaused(false, for: self) } }
     }
 
     /// Marks the exchange finished; returns false when it already was (so the caller must not
@@ -107,12 +124,12 @@ public final class HTTPExchange: Sendable {
 
 /// A reference to a connection that may be used from any thread, but only touched on its loop.
 struct ConnectionHandle: @unchecked Sendable {
-    let connection: HTTP1Connection
+    let connection: any PooledConnection
 
     var loop: EventLoop { connection.loop }
 
     /// Runs `body` with the connection on its loop: at once when already there.
-    func onLoop(_ body: @escaping @Sendable (HTTP1Connection) -> Void) {
+    func onLoop(_ body: @escaping @Sendable (any PooledConnection) -> Void) {
         let connection = self.connection
         let bound = self
         if connection.loop.inEventLoop {

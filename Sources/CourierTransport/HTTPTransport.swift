@@ -1,6 +1,7 @@
 import CourierCore
 import CourierHTTP1
 import CourierPool
+import CourierHTTP2
 import CourierReactor
 import CourierTLS
 import Synchronization
@@ -14,6 +15,8 @@ final class TransportEnvironment: Sendable {
     let tlsSettings: TLSSettings
     let securityDelegate: ConnectionSecurityDelegate?
     let sessionCache = TLSSessionCache()
+    let http2PriorKnowledge: Bool
+    let http2Configuration: HTTP2Configuration
     /// Made on the first https dial; guarded by the mutex.
     private let context = Mutex<Result<TLSContext, TLSError>?>(nil)
 
@@ -22,6 +25,8 @@ final class TransportEnvironment: Sendable {
         self.connectTimeout = configuration.connectTimeout
         self.tlsSettings = configuration.tls
         self.securityDelegate = configuration.securityDelegate
+        self.http2PriorKnowledge = configuration.http2PriorKnowledge
+        self.http2Configuration = configuration.http2
     }
 
     /// The client TLS context of the transport.
@@ -49,6 +54,10 @@ public final class HTTPTransport: Sendable {
         /// Longest time to establish a connection.
         public var connectTimeout: Duration = .seconds(60)
         public var tls = TLSSettings()
+        /// Speak HTTP/2 without negotiation on cleartext connections (h2c with prior knowledge).
+        public var http2PriorKnowledge = false
+        /// HTTP/2 windows and limits.
+        public var http2 = HTTP2Configuration()
         /// Makes the server-trust and client-certificate decisions; nil for default handling.
         public var securityDelegate: ConnectionSecurityDelegate?
         public init() {}
@@ -98,7 +107,10 @@ public final class HTTPTransport: Sendable {
     private func pool(for origin: Origin) -> PoolDriver {
         pools.withLock { pools in
             if let existing = pools[origin] { return existing }
-            let driver = PoolDriver(origin: origin, configuration: configuration.pool, environment: environment)
+            var poolConfiguration = configuration.pool
+            poolConfiguration.mayNegotiateHTTP2 = origin.scheme == .https
+                ? configuration.tls.applicationProtocols.contains("h2") : configuration.http2PriorKnowledge
+            let driver = PoolDriver(origin: origin, configuration: poolConfiguration, environment: environment)
             pools[origin] = driver
             return driver
         }

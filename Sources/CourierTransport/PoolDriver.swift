@@ -65,6 +65,18 @@ final class PoolDriver: Sendable {
         })
     }
 
+    func streamClosed(_ id: PoolConnectionID) {
+        run(state.withLock { $0.machine.streamClosed(id) })
+    }
+
+    func http2SettingsReceived(_ id: PoolConnectionID, maxConcurrentStreams: Int) {
+        run(state.withLock { $0.machine.http2SettingsReceived(id, maxConcurrentStreams: maxConcurrentStreams) })
+    }
+
+    func goAwayReceived(_ id: PoolConnectionID) {
+        run(state.withLock { $0.machine.goAwayReceived(id) })
+    }
+
     func idleTimeoutFired(_ id: PoolConnectionID) {
         run(state.withLock { $0.machine.idleTimeoutFired(id) })
     }
@@ -90,7 +102,12 @@ final class PoolDriver: Sendable {
                 let (exchange, connection) = state.withLock { state in
                     (state.exchanges.removeValue(forKey: requestID), state.connections[connectionID])
                 }
-                guard let exchange, let connection else { continue }
+                guard let exchange else { continue }
+                guard let connection else {
+                    // The connection went away before it could take the request: queue it again.
+                    submit(exchange, requiresNewConnection: true)
+                    continue
+                }
                 connection.onLoop { $0.execute(exchange) }
             case .failRequest(let requestID, let failure):
                 let exchange = state.withLock { $0.exchanges.removeValue(forKey: requestID) }
@@ -158,7 +175,7 @@ final class PoolDriver: Sendable {
     private func secure(_ channel: StreamChannel, id: PoolConnectionID, connectStart: ContinuousClock.Instant) {
         let connectEnd = ContinuousClock.now
         guard origin.scheme == .https else {
-            established(id, stream: PlainStream(channel: channel), connectStart: connectStart, connectEnd: connectEnd)
+            established(id, stream: PlainStream(channel: channel), http2: environment.http2PriorKnowledge, connectStart: connectStart, connectEnd: connectEnd)
             return
         }
         let engine: TLSEngine
@@ -181,18 +198,40 @@ final class PoolDriver: Sendable {
         stream.startHandshake { [self] result in
             switch result {
             case .success:
-                established(id, stream: stream, connectStart: connectStart, connectEnd: connectEnd)
+                established(id, stream: stream, http2: stream.tls?.applicationProtocol == "h2", connectStart: connectStart, connectEnd: connectEnd)
             case .failure(let failure):
                 connectionFailed(id, failure)
             }
         }
     }
 
-    private func established(_ id: PoolConnectionID, stream: TransportStream, connectStart: ContinuousClock.Instant, connectEnd: ContinuousClock.Instant) {
-        let connection = HTTP1Connection(id: id, stream: stream, pool: self, connectStart: connectStart, connectEnd: connectEnd)
+    /// Hands a ready stream to the pool as an HTTP/1 or an HTTP/2 connection.
+    private func established(
+        _ id: PoolConnectionID, stream: TransportStream, http2: Bool,
+        connectStart: ContinuousClock.Instant, connectEnd: ContinuousClock.Instant
+    ) {
+        let connection: any PooledConnection
+        let kind: PoolConnectionProtocol
+        if http2 {
+            do {
+                let h2 = try HTTP2Connection(
+                    id: id, stream: stream, pool: self, configuration: environment.http2Configuration,
+                    connectStart: connectStart, connectEnd: connectEnd
+                )
+                connection = h2
+                kind = .http2(maxConcurrentStreams: HTTP2Connection.assumedMaxConcurrentStreams)
+            } catch {
+                stream.close()
+                connectionFailed(id, .tls(.protocolViolation("\(error)")))
+                return
+            }
+        } else {
+            connection = HTTP1Connection(id: id, stream: stream, pool: self, connectStart: connectStart, connectEnd: connectEnd)
+            kind = .http1
+        }
         let actions = state.withLock { state -> [Action] in
             state.connections[id] = ConnectionHandle(connection: connection)
-            return state.machine.connectionEstablished(id, protocol: .http1)
+            return state.machine.connectionEstablished(id, protocol: kind)
         }
         run(actions)
     }

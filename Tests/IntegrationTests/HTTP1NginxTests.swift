@@ -55,7 +55,8 @@ struct HTTP1NginxTests {
         let name = String(path.split(separator: "/").last!)
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
         #expect(data.count == NginxServer.fixtures[name]!.count)
-        #expect(Array(data) == NginxServer.fixtures[name]!)
+        let intact = Array(data) == NginxServer.fixtures[name]!
+        #expect(intact, "the body differs from the file")
         if path.hasPrefix("/chunked/") {
             #expect(response.expectedContentLength == -1, "chunked responses have no declared length")
         }
@@ -255,7 +256,8 @@ struct HTTP1NginxTests {
         await recorder.waitForCompletion()
         let record = recorder.record.withLock { $0 }
         #expect(record.error == nil)
-        #expect(Array(record.data) == NginxServer.fixtures["8m.bin"])
+        let intact = Array(record.data) == NginxServer.fixtures["8m.bin"]
+        #expect(intact, "the body differs from the file")
     }
 
     @Test("finishTasksAndInvalidate makes didBecomeInvalidWithError the last call")

@@ -52,7 +52,7 @@ struct TLSNginxTests {
         #expect(http.statusCode == 200)
         #expect(Array(data) == NginxServer.fixtures["hello.txt"])
         #expect(http.value(forHTTPHeaderField: "X-SSL-Protocol") == "TLSv1.3")
-        #expect(http.value(forHTTPHeaderField: "X-Server-Protocol") == "HTTP/1.1")
+        #expect(http.value(forHTTPHeaderField: "X-Server-Protocol") == "HTTP/2.0", "ALPN chose h2")
     }
 
     @Test("certificate failures map to Apple's codes", arguments: [
@@ -128,14 +128,14 @@ struct TLSNginxTests {
         defer { session.finishTasksAndInvalidate() }
         var connections: Set<String> = []
         for _ in 0..<5 {
-            let (_, response) = try await session.data(from: nginx.tlsURL("good", "/files/100.bin"))
+            let (_, response) = try await session.data(from: nginx.tlsURL("h1", "/files/100.bin"))
             connections.insert(nginxConnection(response) ?? "?")
         }
         #expect(connections.count == 1)
         #expect(delegate.seen.withLock { $0.count } == 1)
         // The first /close/ request still rides the kept-alive connection, which then closes;
         // each later one needs a new connection, and each new connection asks again.
-        for _ in 0..<3 { _ = try await session.data(from: nginx.tlsURL("good", "/close/100.bin")) }
+        for _ in 0..<3 { _ = try await session.data(from: nginx.tlsURL("h1", "/close/100.bin")) }
         #expect(delegate.seen.withLock { $0.count } == 3)
     }
 
@@ -145,7 +145,7 @@ struct TLSNginxTests {
         defer { session.finishTasksAndInvalidate() }
         var reused: [String] = []
         for _ in 0..<3 {
-            let (_, response) = try await session.data(from: nginx.tlsURL("good", "/close/100.bin"))
+            let (_, response) = try await session.data(from: nginx.tlsURL("h1", "/close/100.bin"))
             reused.append((response as? HTTPURLResponse)?.value(forHTTPHeaderField: "X-SSL-Session-Reused") ?? "?")
         }
         #expect(reused.first == ".")
@@ -180,7 +180,7 @@ struct TLSNginxTests {
         #expect(transaction.negotiatedTLSCipherSuite != nil)
         #expect(transaction.secureConnectionStartDate != nil)
         #expect(transaction.secureConnectionEndDate! >= transaction.secureConnectionStartDate!)
-        #expect(transaction.networkProtocolName == "http/1.1")
+        #expect(transaction.networkProtocolName == "h2")
     }
 
     @Test("a client certificate from PKCS#12 answers the client-certificate challenge")

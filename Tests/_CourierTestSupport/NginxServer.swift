@@ -13,12 +13,15 @@ public final class NginxServer: Sendable {
     public let port: Int
     public let directory: URL
     public let pid: Int32
-    /// TLS virtual hosts by name, each on its own port: "good" (server.pem), "expired",
-    /// "notyet", "wronghost", "selfsigned", "clientcert" (requires a client certificate from
-    /// the test CA), "tls12" (TLS 1.2 only).
+    /// TLS virtual hosts by name, each on its own port: "good" (server.pem, HTTP/2 and
+    /// HTTP/1.1 by ALPN), "h1" (the same, HTTP/1.1 only), "expired", "notyet", "wronghost",
+    /// "selfsigned", "clientcert" (requires a client certificate from the test CA), "tls12"
+    /// (TLS 1.2 only), "goaway" (HTTP/2, GOAWAY after 10 requests per connection).
     public let tlsPorts: [String: Int]
     /// The test PKI the TLS hosts use.
     public let certificates: TestCertificates
+    /// Cleartext HTTP/2 with prior knowledge (h2c).
+    public let h2cPort: Int
 
     /// Static files served under `/files/` and `/chunked/`: name → bytes.
     public static let fixtures: [String: [UInt8]] = [
@@ -78,6 +81,7 @@ public final class NginxServer: Sendable {
             throw TestServerError("nginx's njs module is not installed (apt-get install libnginx-mod-http-js)")
         }
         let path = directory.path
+        let h2cPort = freeLoopbackPort()
         let certificates: TestCertificates
         do {
             certificates = try TestCertificates.make()
@@ -88,18 +92,19 @@ public final class NginxServer: Sendable {
         }
         var tlsPorts: [String: Int] = [:]
         var tlsServers = ""
-        let hosts: [(String, String, String)] = [
-            ("good", "server", ""), ("expired", "expired", ""), ("notyet", "notyet", ""),
-            ("wronghost", "wronghost", ""), ("selfsigned", "selfsigned", ""),
-            ("clientcert", "server", "ssl_verify_client on; ssl_client_certificate \(certificates.caPEM);"),
-            ("tls12", "server", "ssl_protocols TLSv1.2;"),
+        let hosts: [(String, String, Bool, String)] = [
+            ("good", "server", true, ""), ("h1", "server", false, ""), ("expired", "expired", true, ""),
+            ("notyet", "notyet", true, ""), ("wronghost", "wronghost", true, ""), ("selfsigned", "selfsigned", true, ""),
+            ("clientcert", "server", false, "ssl_verify_client on; ssl_client_certificate \(certificates.caPEM);"),
+            ("tls12", "server", false, "ssl_protocols TLSv1.2;"),
+            ("goaway", "server", true, "keepalive_requests 10;"),
         ]
-        for (name, certificate, extra) in hosts {
+        for (name, certificate, http2, extra) in hosts {
             let tlsPort = freeLoopbackPort()
             tlsPorts[name] = tlsPort
             tlsServers += """
                 server {
-                    listen 127.0.0.1:\(tlsPort) ssl;
+                    listen 127.0.0.1:\(tlsPort) ssl\(http2 ? " http2" : "");
                     ssl_certificate \(certificates.path("\(certificate).pem"));
                     ssl_certificate_key \(certificates.path("\(certificate).key"));
                     \(extra)
@@ -161,6 +166,10 @@ public final class NginxServer: Sendable {
                 listen 127.0.0.1:\(port);
                 include \(path)/locations.conf;
             }
+            server {
+                listen 127.0.0.1:\(h2cPort) http2;
+                include \(path)/locations.conf;
+            }
             \(tlsServers)
         }
         """
@@ -183,13 +192,26 @@ public final class NginxServer: Sendable {
         self.directory = directory
         self.tlsPorts = tlsPorts
         self.certificates = certificates
+        self.h2cPort = h2cPort
         ChildProcesses.track(pid)
         try? String(pid).write(to: directory.appendingPathComponent("server.pid"), atomically: true, encoding: .utf8)
-        guard waitForListener(port: port), tlsPorts.values.allSatisfy({ waitForListener(port: $0) }) else {
+        guard waitForListener(port: port), waitForListener(port: h2cPort), tlsPorts.values.allSatisfy({ waitForListener(port: $0) }) else {
             let log = (try? String(contentsOf: directory.appendingPathComponent("error.log"), encoding: .utf8)) ?? ""
             stop()
             throw TestServerError("nginx did not start on port \(port): \(log)")
         }
+    }
+
+    /// A file of `megabytes` MiB of random bytes under /files/, made on first use, and its
+    /// SHA-256; the path is `/files/random-N.bin`.
+    public func largeFile(megabytes: Int) throws -> (path: String, sha256: String) {
+        let name = "random-\(megabytes).bin"
+        let file = directory.appendingPathComponent("www/files/\(name)").path
+        if !FileManager.default.fileExists(atPath: file) {
+            try runTool("/bin/sh", ["-c", "head -c \(megabytes * 1024 * 1024) /dev/urandom > '\(file).tmp' && mv '\(file).tmp' '\(file)'"])
+        }
+        let digest = try runTool("/usr/bin/sha256sum", [file]).split(separator: " ").first.map(String.init) ?? ""
+        return ("/files/\(name)", digest)
     }
 
     /// Stops the server.
@@ -210,4 +232,22 @@ public func deterministicBytes(count: Int, seed: UInt64) -> [UInt8] {
         bytes[index] = UInt8(truncatingIfNeeded: state)
     }
     return bytes
+}
+
+/// Runs a tool and returns its standard output; throws when it fails.
+@discardableResult
+public func runTool(_ executable: String, _ arguments: [String]) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else {
+        throw TestServerError("\(executable) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
+    }
+    return String(decoding: data, as: UTF8.self)
 }

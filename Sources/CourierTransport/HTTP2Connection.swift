@@ -1,0 +1,500 @@
+import CourierCore
+import CourierHTTP2
+import CourierPool
+import CourierReactor
+import Foundation
+
+/// One HTTP/2 connection: a transport stream, the nghttp2 client core, and the exchanges it
+/// carries as concurrent streams. Confined to its event loop.
+///
+/// A paused exchange stops consuming its stream's DATA, so flow control stops that stream's
+/// sender while the others go on; what arrived before the pause waits in the stream's stash.
+final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, PooledConnection {
+    /// Where a stream's request body comes from.
+    enum BodySource {
+        case none
+        case bytes(Data, offset: Int)
+        /// `chunk` is what was read last; `reading` while a read runs off the loop.
+        case producer(RequestBodyProducer, chunk: Data, offset: Int, ended: Bool, reading: Bool)
+    }
+
+    struct Stream {
+        var exchange: HTTPExchange
+        var metrics: ExchangeMetrics
+        var body: BodySource
+        var bodyBytesSent: Int64 = 0
+        var paused = false
+        var stash: [UInt8] = []
+        var receivedResponseBytes = false
+        var trailers: HTTPFields?
+        var lastActivity: ContinuousClock.Instant
+        var timer: TimerID?
+        /// The stream ended while its reader was paused: completion waits for the stash.
+        var endedWhilePaused = false
+    }
+
+    let id: PoolConnectionID
+    let loop: EventLoop
+    let stream: TransportStream
+    weak var pool: PoolDriver?
+    private var session: HTTP2ClientSession!
+    private var streams: [Int32: Stream] = [:]
+    private var streamsByExchange: [ObjectIdentifier: Int32] = [:]
+    private var outgoing = ByteBuffer()
+    private var streamsCarried = 0
+    private(set) var isClosed = false
+    private var poolIdleTimer: TimerID?
+    private var pingTimer: TimerID?
+    private var awaitingPing = false
+    private let connectTimings: (start: ContinuousClock.Instant, end: ContinuousClock.Instant)
+    /// Streams assumed allowed until the server's SETTINGS say otherwise (RFC 9113 section
+    /// 6.5.2 recommends no fewer than 100).
+    static let assumedMaxConcurrentStreams = 100
+    /// Retries of a stream a server refused (never processed, so always safe). A server that
+    /// caps requests per connection refuses the overflow each time; the resource timeout bounds
+    /// the whole.
+    static let maxRefusedRetries = 16
+    /// How often an idle connection is checked with PING; a missing answer by the next check
+    /// closes it.
+    static let idlePingInterval = Duration.seconds(30)
+
+    init(
+        id: PoolConnectionID, stream: TransportStream, pool: PoolDriver, configuration: HTTP2Configuration,
+        connectStart: ContinuousClock.Instant, connectEnd: ContinuousClock.Instant
+    ) throws(HTTP2Error) {
+        self.id = id
+        self.loop = stream.loop
+        self.stream = stream
+        self.pool = pool
+        self.connectTimings = (connectStart, connectEnd)
+        session = try HTTP2ClientSession(configuration: configuration)
+        session.delegate = self
+        stream.delegate = self
+        flush()
+    }
+
+    // MARK: Carrying exchanges
+
+    func execute(_ exchange: HTTPExchange) {
+        loop.assertInEventLoop()
+        guard !isClosed, session.goAwayLastStreamID == nil else {
+            // Closed or going away: this connection will open no stream for it.
+            pool?.requeueAfterStaleConnection(exchange, closedConnection: id)
+            if !isClosed { pool?.streamClosed(id) }
+            return
+        }
+        let pausedEarly = exchange.state.withLock { state -> Bool? in
+            if case .finished = state.phase { return nil }
+            if state.cancelRequested {
+                // Cancelled between the pool and here: nobody else will see it now.
+                return nil
+            }
+            state.phase = .executing(ConnectionHandle(connection: self))
+            return state.pausedEarly
+        }
+        guard let pausedEarly else {
+            exchange.fail(.cancelled)
+            pool?.streamClosed(id)
+            return
+        }
+        cancelPoolIdleTimer()
+        streamsCarried += 1
+        let request = exchange.request
+        var metrics = ExchangeMetrics()
+        metrics.fetchStart = exchange.createdAt
+        metrics.isReusedConnection = streamsCarried > 1
+        if !metrics.isReusedConnection {
+            metrics.connectStart = connectTimings.start
+            metrics.connectEnd = stream.tls?.handshakeEnd ?? connectTimings.end
+            metrics.secureConnectionStart = stream.tls?.handshakeStart
+            metrics.secureConnectionEnd = stream.tls?.handshakeEnd
+        }
+        metrics.tlsProtocolVersion = stream.tls?.version?.rawValue
+        metrics.tlsCipherSuite = stream.tls?.cipherSuite
+        metrics.networkProtocolName = "h2"
+        metrics.localAddress = stream.localAddress
+        metrics.remoteAddress = stream.remoteAddress
+        metrics.requestStart = .now
+
+        let kind: HTTP2RequestBody
+        let source: BodySource
+        switch request.body {
+        case .empty:
+            (kind, source) = (.none, .none)
+        case .bytes(let data):
+            (kind, source) = data.isEmpty ? (.none, .none) : (.known(length: Int64(data.count)), .bytes(data, offset: 0))
+        case .stream(let producer, let length):
+            kind = length.map { .known(length: $0) } ?? .streamed
+            source = .producer(producer, chunk: Data(), offset: 0, ended: false, reading: false)
+        }
+        let streamID: Int32
+        do {
+            streamID = try session.submitRequest(request.head, body: kind)
+        } catch {
+            exchange.fail(.localProtocol(error), metrics: metrics)
+            pool?.streamClosed(id)
+            return
+        }
+        if case .none = source { metrics.requestEnd = .now }
+        streams[streamID] = Stream(exchange: exchange, metrics: metrics, body: source, lastActivity: .now)
+        streamsByExchange[ObjectIdentifier(exchange)] = streamID
+        armTimeout(streamID, request.idleTimeout, deadline: request.deadline)
+        if pausedEarly { setReadingPaused(true, for: exchange) }
+        flush()
+    }
+
+    func cancel(_ exchange: HTTPExchange) {
+        guard let streamID = streamsByExchange[ObjectIdentifier(exchange)] else { return }
+        finishStream(streamID, .failure(.cancelled))
+        session.cancelStream(streamID)
+        flush()
+    }
+
+    func setReadingPaused(_ paused: Bool, for exchange: HTTPExchange) {
+        guard let streamID = streamsByExchange[ObjectIdentifier(exchange)], var current = streams[streamID] else { return }
+        guard current.paused != paused else { return }
+        current.paused = paused
+        current.lastActivity = .now
+        let stash = paused ? [] : current.stash
+        if !paused { current.stash = [] }
+        streams[streamID] = current
+        if !stash.isEmpty {
+            stash.withUnsafeBytes { exchange.delegate.exchange(exchange, didReceiveBodyBytes: $0) }
+            session.consume(streamID: streamID, count: stash.count)
+        }
+        // The delegate may have paused again while taking the stash.
+        if !paused, let after = streams[streamID], !after.paused, after.endedWhilePaused {
+            finishStream(streamID, .success(after.trailers))
+        }
+        flush()
+    }
+
+    // MARK: Bytes
+
+    /// Sends what the session has queued, then acts on a connection error it found.
+    private func flush() {
+        guard !isClosed else { return }
+        outgoing.clear()
+        session.drainOutput(into: &outgoing)
+        if !outgoing.isEmpty { outgoing.withReadableBytes { stream.write([$0]) } }
+        if let failure = session.connectionFailure {
+            failAll(.remoteProtocol(failure))
+            close()
+        } else if !session.wantsRead && !session.wantsWrite && streams.isEmpty {
+            close()
+        }
+    }
+
+    func streamDidRead(_ bytes: UnsafeRawBufferPointer) {
+        do {
+            try session.receive(bytes)
+        } catch {
+            failAll(.remoteProtocol(error))
+            close()
+            return
+        }
+        flush()
+    }
+
+    func streamDidReadEOF(cleanly: Bool) {
+        connectionLost(.connectionLost(nil))
+    }
+
+    func streamDidDrainWrites() {
+        for (streamID, current) in streams {
+            if case .producer(_, _, _, _, false) = current.body { session.resumeBody(streamID: streamID) }
+        }
+        flush()
+    }
+
+    func streamDidFail(_ error: TransportError) {
+        isClosed = true
+        connectionLost(error)
+        closeAndTellPool()
+    }
+
+    /// The connection died: streams that never saw a response byte are retried when they may
+    /// be; the rest fail.
+    private func connectionLost(_ error: TransportError) {
+        for (streamID, current) in streams {
+            let refused = session.goAwayLastStreamID.map { streamID > $0 } ?? false
+            if refused && current.exchange.claimRetry(requireIdempotent: false, allowed: Self.maxRefusedRetries) {
+                // Above the GOAWAY's last stream id: the server never processed it.
+                dropStream(streamID)
+                pool?.requeueAfterStaleConnection(current.exchange, closedConnection: id)
+            } else if !current.receivedResponseBytes && current.metrics.isReusedConnection
+                && current.exchange.claimRetry(requireIdempotent: true) {
+                dropStream(streamID)
+                pool?.requeueAfterStaleConnection(current.exchange, closedConnection: id)
+            } else {
+                finishStream(streamID, .failure(error))
+            }
+        }
+        close()
+    }
+
+    private func failAll(_ error: TransportError) {
+        for streamID in Array(streams.keys) { finishStream(streamID, .failure(error)) }
+    }
+
+    // MARK: HTTP2SessionDelegate
+
+    func http2Stream(_ streamID: Int32, didReceiveHead head: HTTPResponseHead) {
+        guard streams[streamID] != nil else { return }
+        streams[streamID]!.receivedResponseBytes = true
+        streams[streamID]!.lastActivity = .now
+        streams[streamID]!.metrics.responseStart = .now
+        let exchange = streams[streamID]!.exchange
+        exchange.delegate.exchange(exchange, didReceiveHead: head)
+    }
+
+    func http2Stream(_ streamID: Int32, didReceiveData bytes: UnsafeRawBufferPointer) {
+        guard var current = streams[streamID] else {
+            session.consume(streamID: streamID, count: bytes.count)
+            return
+        }
+        current.lastActivity = .now
+        current.metrics.responseBodyBytesReceived += Int64(bytes.count)
+        if current.paused {
+            current.stash += bytes
+            streams[streamID] = current
+            return
+        }
+        streams[streamID] = current
+        current.exchange.delegate.exchange(current.exchange, didReceiveBodyBytes: bytes)
+        session.consume(streamID: streamID, count: bytes.count)
+    }
+
+    func http2Stream(_ streamID: Int32, didReceiveTrailers trailers: HTTPFields) {
+        streams[streamID]?.trailers = trailers
+    }
+
+    func http2Stream(_ streamID: Int32, didCloseWith error: HTTP2StreamError?) {
+        guard let current = streams[streamID] else { return }
+        switch error {
+        case nil:
+            if current.paused || !current.stash.isEmpty {
+                // Deliver what is stashed first; completion follows when reading resumes.
+                streams[streamID]!.endedWhilePaused = true
+                return
+            }
+            finishStream(streamID, .success(current.trailers))
+        case .refused:
+            // Never processed by the server: safe to send again on another connection.
+            if current.exchange.claimRetry(requireIdempotent: false, allowed: Self.maxRefusedRetries) {
+                dropStream(streamID)
+                pool?.requeueAfterStaleConnection(current.exchange, closedConnection: id)
+                pool?.streamClosed(id)
+            } else {
+                finishStream(streamID, .failure(.connectionLost(nil)))
+            }
+        case .reset:
+            finishStream(streamID, .failure(.connectionLost(nil)))
+        case .cancelled:
+            finishStream(streamID, .failure(.cancelled))
+        case .protocolError, .headerListTooLarge:
+            finishStream(streamID, .failure(.remoteProtocol(error!)))
+        }
+    }
+
+    func http2DidReceiveMaxConcurrentStreams(_ limit: Int) {
+        pool?.http2SettingsReceived(id, maxConcurrentStreams: limit)
+    }
+
+    func http2DidReceiveGoAway(lastStreamID: Int32, errorCode: UInt32) {
+        pool?.goAwayReceived(id)
+    }
+
+    func http2DidReceivePingAcknowledgement() {
+        awaitingPing = false
+    }
+
+    func http2Stream(_ streamID: Int32, readBodyInto buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyChunk {
+        guard var current = streams[streamID] else { return .bytes(count: 0, end: true) }
+        switch current.body {
+        case .none:
+            return .bytes(count: 0, end: true)
+        case .bytes(let data, let offset):
+            let count = min(buffer.count, data.count - offset)
+            data.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: count) }
+            current.body = .bytes(data, offset: offset + count)
+            let end = offset + count == data.count
+            if end { current.metrics.requestEnd = .now }
+            streams[streamID] = current
+            bodySent(streamID, count)
+            return .bytes(count: count, end: end)
+        case .producer(let producer, let chunk, let offset, let ended, let reading):
+            if offset < chunk.count {
+                let count = min(buffer.count, chunk.count - offset)
+                chunk.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: count) }
+                let end = ended && offset + count == chunk.count
+                current.body = .producer(producer, chunk: chunk, offset: offset + count, ended: ended, reading: reading)
+                if end { current.metrics.requestEnd = .now }
+                streams[streamID] = current
+                bodySent(streamID, count)
+                return .bytes(count: count, end: end)
+            }
+            if ended {
+                current.metrics.requestEnd = .now
+                streams[streamID] = current
+                return .bytes(count: 0, end: true)
+            }
+            if !reading { readNextChunk(streamID, producer) }
+            return .notReady
+        }
+    }
+
+    // MARK: Request bodies
+
+    private func readNextChunk(_ streamID: Int32, _ producer: RequestBodyProducer) {
+        guard var current = streams[streamID], case .producer(_, _, _, _, false) = current.body else { return }
+        current.body = .producer(producer, chunk: Data(), offset: 0, ended: false, reading: true)
+        streams[streamID] = current
+        let exchange = current.exchange
+        let bound = LoopBound(self, loop: loop)
+        let loop = self.loop
+        BlockingPool.shared.submit {
+            let outcome: Result<Data, BodyStreamFailure>
+            do {
+                outcome = .success(try producer.readChunk(maxLength: HTTP1Connection.bodyChunkSize))
+            } catch {
+                outcome = .failure(BodyStreamFailure(message: "\(error)"))
+            }
+            loop.execute { bound.value.chunkRead(streamID, exchange, producer, outcome) }
+        }
+    }
+
+    private func chunkRead(_ streamID: Int32, _ exchange: HTTPExchange, _ producer: RequestBodyProducer, _ outcome: Result<Data, BodyStreamFailure>) {
+        guard let current = streams[streamID], current.exchange === exchange else { return }
+        switch outcome {
+        case .failure(let failure):
+            finishStream(streamID, .failure(.bodyStream(failure.message)))
+            session.cancelStream(streamID)
+        case .success(let chunk):
+            if case .stream(_, let length?) = exchange.request.body {
+                let total = current.bodyBytesSent + Int64(chunk.count)
+                if (chunk.isEmpty && total != length) || total > length {
+                    finishStream(streamID, .failure(.bodyStream("the body does not match its declared \(length) bytes")))
+                    session.cancelStream(streamID)
+                    flush()
+                    return
+                }
+            }
+            streams[streamID]!.body = .producer(producer, chunk: chunk, offset: 0, ended: chunk.isEmpty, reading: false)
+            session.resumeBody(streamID: streamID)
+        }
+        flush()
+    }
+
+    private func bodySent(_ streamID: Int32, _ count: Int) {
+        guard count > 0, streams[streamID] != nil else { return }
+        streams[streamID]!.bodyBytesSent += Int64(count)
+        streams[streamID]!.lastActivity = .now
+        let current = streams[streamID]!
+        current.exchange.delegate.exchange(current.exchange, didSendBodyBytes: current.bodyBytesSent)
+    }
+
+    // MARK: Finishing
+
+    /// Ends a stream's exchange with a result and tells the pool a stream is free.
+    private func finishStream(_ streamID: Int32, _ result: Result<HTTPFields?, TransportError>) {
+        guard var current = streams[streamID] else { return }
+        dropStream(streamID)
+        current.metrics.responseEnd = .now
+        current.metrics.requestBodyBytesSent = current.bodyBytesSent
+        switch result {
+        case .success(let trailers):
+            if current.exchange.markFinished() {
+                current.exchange.delegate.exchange(current.exchange, didCompleteWithTrailers: trailers, metrics: current.metrics)
+            }
+        case .failure(let error):
+            current.exchange.fail(error, metrics: current.metrics)
+        }
+        if !isClosed { pool?.streamClosed(id) }
+    }
+
+    private func dropStream(_ streamID: Int32) {
+        guard let current = streams.removeValue(forKey: streamID) else { return }
+        streamsByExchange[ObjectIdentifier(current.exchange)] = nil
+        if let timer = current.timer { loop.cancelTimer(timer) }
+    }
+
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        failAll(.connectionLost(nil))
+        closeAndTellPool()
+    }
+
+    private func closeAndTellPool() {
+        cancelPoolIdleTimer()
+        stream.close()
+        pool?.connectionClosed(id)
+        pool = nil
+    }
+
+    // MARK: Timers
+
+    private func armTimeout(_ streamID: Int32, _ timeout: Duration, deadline: ContinuousClock.Instant?) {
+        var first = ContinuousClock.now + timeout
+        if let deadline { first = min(first, deadline) }
+        streams[streamID]?.timer = loop.scheduleTimer(at: first) { [weak self] in self?.timeoutFired(streamID, timeout) }
+    }
+
+    private func timeoutFired(_ streamID: Int32, _ timeout: Duration) {
+        guard let current = streams[streamID], !current.endedWhilePaused else { return }
+        let now = ContinuousClock.now
+        let deadline = current.exchange.request.deadline
+        if let deadline, now >= deadline {
+            expire(streamID)
+            return
+        }
+        let silent = now - current.lastActivity
+        if current.paused || silent < timeout {
+            var next = now + (current.paused ? timeout : timeout - silent)
+            if let deadline { next = min(next, deadline) }
+            streams[streamID]?.timer = loop.scheduleTimer(at: next) { [weak self] in self?.timeoutFired(streamID, timeout) }
+            return
+        }
+        expire(streamID)
+    }
+
+    private func expire(_ streamID: Int32) {
+        finishStream(streamID, .failure(.timedOut))
+        session.cancelStream(streamID)
+        flush()
+    }
+
+    func schedulePoolIdleTimer(_ delay: Duration) {
+        cancelPoolIdleTimer()
+        poolIdleTimer = loop.scheduleTimer(after: delay) { [weak self] in
+            guard let self else { return }
+            poolIdleTimer = nil
+            pool?.idleTimeoutFired(id)
+        }
+        schedulePing()
+    }
+
+    func cancelPoolIdleTimer() {
+        if let poolIdleTimer { loop.cancelTimer(poolIdleTimer) }
+        poolIdleTimer = nil
+        if let pingTimer { loop.cancelTimer(pingTimer) }
+        pingTimer = nil
+        awaitingPing = false
+    }
+
+    /// While idle, PING now and then; no answer by the next PING means the peer is gone.
+    private func schedulePing() {
+        pingTimer = loop.scheduleTimer(after: Self.idlePingInterval) { [weak self] in
+            guard let self, !isClosed, streams.isEmpty else { return }
+            if awaitingPing {
+                close()
+                return
+            }
+            awaitingPing = true
+            session.ping()
+            flush()
+            schedulePing()
+        }
+    }
+}
