@@ -89,6 +89,28 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         sink.write(data)
     }
 
+    func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {
+        guard verbose else { return }
+        for transaction in metrics.transactionMetrics {
+            var line = "* \(transaction.networkProtocolName ?? "?")"
+            if let version = transaction.negotiatedTLSProtocolVersion { line += " over \(Self.name(version))" }
+            if let address = transaction.remoteAddress, let port = transaction.remotePort {
+                line += transaction.isReusedConnection ? ", reused connection to \(address) port \(port)" : ", new connection to \(address) port \(port)"
+            }
+            FileHandle.standardError.write(Data((line + "\n").utf8))
+        }
+    }
+
+    static func name(_ version: tls_protocol_version_t) -> String {
+        switch version {
+        case .TLSv10: return "TLS 1.0"
+        case .TLSv11: return "TLS 1.1"
+        case .TLSv12: return "TLS 1.2"
+        case .TLSv13: return "TLS 1.3"
+        case .DTLSv10, .DTLSv12: return "DTLS"
+        }
+    }
+
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         let continuation = state.withLock { state -> CheckedContinuation<Outcome, Never>? in
             state.outcome.error = error

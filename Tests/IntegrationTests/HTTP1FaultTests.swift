@@ -126,6 +126,14 @@ struct HTTP1FaultTests {
         await expectURLError(.cannotConnectToHost) { _ = try await session().data(from: URL(string: "http://127.0.0.1:\(port)/")!) }
     }
 
+    @Test("a name that does not resolve is cannotFindHost")
+    func cannotFindHost() async throws {
+        // A 64-octet label is not a valid DNS name: glibc answers from /etc/hosts and refuses
+        // it without sending a query, so nothing leaves this machine.
+        let host = String(repeating: "a", count: 64) + ".invalid"
+        await expectURLError(.cannotFindHost) { _ = try await session().data(from: URL(string: "http://\(host)/")!) }
+    }
+
     @Test("header injection fails before any byte is sent", arguments: [
         ("X-Test", "ok\r\nX-Injected: 1"), ("X-Test", "nul\0byte"), ("Bad Name", "v"), ("X-Test", "line\nfeed"), ("", "v"),
     ])

@@ -154,7 +154,7 @@ struct HTTP1NginxTests {
         let session = URLSession(configuration: configuration)
         defer { session.finishTasksAndInvalidate() }
         let connections = try await withThrowingTaskGroup(of: String.self) { group in
-            for _ in 0..<30 {
+            for _ in 0..<50 {
                 group.addTask {
                     let (data, response) = try await session.data(from: nginx.url("/files/64k.bin"))
                     #expect(data.count == 64 * 1024)
@@ -165,6 +165,31 @@ struct HTTP1NginxTests {
         }
         #expect(connections.count <= 2)
         #expect(connections.count >= 1)
+    }
+
+    @Test("a server that closes after 10 requests and after 1 s idle: every request still succeeds")
+    func serverClosesOften() async throws {
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        let base = "http://127.0.0.1:\(nginx.limitedPort)"
+        var connections: Set<String> = []
+        for round in 0..<3 {
+            for _ in 0..<25 {
+                let (data, response) = try await session.data(from: URL(string: "\(base)/files/100.bin")!)
+                #expect(data.count == 100)
+                connections.insert(nginxConnection(response) ?? "?")
+            }
+            // Longer than keepalive_timeout: nginx closes the idle connections meanwhile.
+            if round < 2 { try await Task.sleep(for: .milliseconds(1300)) }
+        }
+        #expect(connections.count >= 8, "keepalive_requests 10 forces a new connection every 10 requests")
+        let total = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<60 {
+                group.addTask { try await session.data(from: URL(string: "\(base)/files/64k.bin")!).0.count }
+            }
+            return try await group.reduce(0, +)
+        }
+        #expect(total == 60 * 65536)
     }
 
     @Test("headers: request beats configuration beats defaults")

@@ -22,6 +22,8 @@ public final class NginxServer: Sendable {
     public let certificates: TestCertificates
     /// Cleartext HTTP/2 with prior knowledge (h2c).
     public let h2cPort: Int
+    /// HTTP/1.1 with `keepalive_requests 10` and `keepalive_timeout 1s`: connections close often.
+    public let limitedPort: Int
 
     /// Static files served under `/files/` and `/chunked/`: name → bytes.
     public static let fixtures: [String: [UInt8]] = [
@@ -82,6 +84,7 @@ public final class NginxServer: Sendable {
         }
         let path = directory.path
         let h2cPort = freeLoopbackPort()
+        let limitedPort = freeLoopbackPort()
         let certificates: TestCertificates
         do {
             certificates = try TestCertificates.make()
@@ -170,6 +173,12 @@ public final class NginxServer: Sendable {
                 listen 127.0.0.1:\(h2cPort) http2;
                 include \(path)/locations.conf;
             }
+            server {
+                listen 127.0.0.1:\(limitedPort);
+                keepalive_requests 10;
+                keepalive_timeout 1s;
+                include \(path)/locations.conf;
+            }
             \(tlsServers)
         }
         """
@@ -193,9 +202,10 @@ public final class NginxServer: Sendable {
         self.tlsPorts = tlsPorts
         self.certificates = certificates
         self.h2cPort = h2cPort
+        self.limitedPort = limitedPort
         ChildProcesses.track(pid)
         try? String(pid).write(to: directory.appendingPathComponent("server.pid"), atomically: true, encoding: .utf8)
-        guard waitForListener(port: port), waitForListener(port: h2cPort), tlsPorts.values.allSatisfy({ waitForListener(port: $0) }) else {
+        guard waitForListener(port: port), waitForListener(port: h2cPort), waitForListener(port: limitedPort), tlsPorts.values.allSatisfy({ waitForListener(port: $0) }) else {
             let log = (try? String(contentsOf: directory.appendingPathComponent("error.log"), encoding: .utf8)) ?? ""
             stop()
             throw TestServerError("nginx did not start on port \(port): \(log)")
