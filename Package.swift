@@ -11,6 +11,13 @@ let package = Package(
     products: [
         .library(name: "Courier", targets: ["Courier"]),
         .executable(name: "courier", targets: ["CourierCLI"]),
+        // The layers under the public API, for the benchmark harness (a load generator on the
+        // transport) and the fuzz targets (the protocol cores).
+        .library(name: "CourierTransport", targets: ["CourierTransport"]),
+        .library(name: "CourierHTTP1", targets: ["CourierHTTP1"]),
+        .library(name: "CourierHTTP2", targets: ["CourierHTTP2"]),
+        .library(name: "CourierTLS", targets: ["CourierTLS"]),
+        .library(name: "CourierCore", targets: ["CourierCore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),

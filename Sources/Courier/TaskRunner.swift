@@ -96,9 +96,11 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
             finish(.courier(.cancelled, "The session was invalidated before the task started.", url: request.url), metrics: nil)
             return
         }
-        let transportRequest: TransportRequest
+        var transportRequest: TransportRequest
         do {
             transportRequest = try RequestBuilder.make(request, configuration: session.frozenConfiguration, body: bodySource)
+            // Timings feed URLSessionTaskMetrics, which only a task delegate receives.
+            transportRequest.collectsTimings = taskDelegate != nil
         } catch {
             finish(error, metrics: nil)
             return
@@ -114,15 +116,17 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
             state.request = request
             state.transportRequest = transportRequest
         }
-        let exchange = session.transport.execute(transportRequest, delegate: self)
+        // The exchange is known before it starts, so no callback can find it missing.
+        let exchange = session.transport.makeExchange(transportRequest, delegate: self)
         let cancelNow = state.withLock { state -> Bool in
             state.exchange = exchange
-            // A pause decided before the exchange was known (a head that raced the return).
             if state.readingPaused { exchange.recordPauseWish(true) }
             return state.cancelRequested
         }
-        if cancelNow { exchange.cancel() }
-        exchange.applyPauseWish()
+        if cancelNow {
+            exchange.cancel()
+        }
+        session.transport.start(exchange)
     }
 
     func cancel() {
@@ -186,7 +190,7 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
             storage.response = response
             storage.countOfBytesExpectedToReceive = response.expectedContentLength
         }
-        task.progress.totalUnitCount = response.expectedContentLength
+        task.progressIfCreated?.totalUnitCount = response.expectedContentLength
         switch delivery {
         case .delegate:
             state.withLock { $0.response = response }
@@ -213,7 +217,7 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
             storage.countOfBytesReceived += Int64(bytes.count)
             return storage.countOfBytesReceived
         }
-        task.progress.completedUnitCount = received
+        task.progressIfCreated?.completedUnitCount = received
         switch delivery {
         case .delegate:
             guard let delegate = dataDelegate, let dataTask = task as? URLSessionDataTask else { return }

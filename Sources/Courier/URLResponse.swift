@@ -128,24 +128,44 @@ open class HTTPURLResponse: URLResponse, @unchecked Sendable {
     }
 
     private static func contentLength(_ fields: HTTPFields) -> Int {
-        guard let value = fields.first("Content-Length")?.split(separator: ",").first,
-              let length = Int(value.trimmingCharacters(in: .whitespaces)), length >= 0 else { return -1 }
-        return length
+        guard let value = fields.first("Content-Length") else { return -1 }
+        // The first element of a possibly repeated list; the parser already checked agreement.
+        var length = 0
+        var digits = 0
+        for byte in value.utf8 {
+            if byte == UInt8(ascii: ",") { break }
+            if byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") { continue }
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 18 else { return -1 }
+            length = length * 10 + Int(byte - UInt8(ascii: "0"))
+            digits += 1
+        }
+        return digits > 0 ? length : -1
     }
 
-    /// Splits `type/subtype; charset=x` (RFC 9110 section 8.3.1).
+    /// Splits `type/subtype; charset=x` (RFC 9110 section 8.3.1) with plain ASCII operations.
     static func parseContentType(_ value: String?) -> (mimeType: String?, charset: String?) {
         guard let value else { return (nil, nil) }
-        let parts = value.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
-        guard let type = parts.first, !type.isEmpty else { return (nil, nil) }
+        let parts = value.split(separator: ";", omittingEmptySubsequences: false)
+        let type = asciiTrimmed(parts[0])
+        guard !type.isEmpty else { return (nil, nil) }
         var charset: String?
         for parameter in parts.dropFirst() {
-            let pair = parameter.split(separator: "=", maxSplits: 1)
-            if pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "charset" {
-                charset = pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\" ")).lowercased()
+            guard let equals = parameter.firstIndex(of: "=") else { continue }
+            if asciiTrimmed(parameter[..<equals]).lowercased() == "charset" {
+                var raw = asciiTrimmed(parameter[parameter.index(after: equals)...])
+                if raw.hasPrefix("\"") && raw.hasSuffix("\"") && raw.count >= 2 { raw = raw.dropFirst().dropLast() }
+                charset = raw.lowercased()
             }
         }
         return (type.lowercased(), charset)
+    }
+
+    /// `text` without leading and trailing spaces and tabs.
+    static func asciiTrimmed(_ text: Substring) -> Substring {
+        var trimmed = text
+        while let first = trimmed.first, first == " " || first == "\t" { trimmed.removeFirst() }
+        while let last = trimmed.last, last == " " || last == "\t" { trimmed.removeLast() }
+        return trimmed
     }
 
     /// The `filename` parameter of a Content-Disposition value (RFC 6266 section 4.1, with

@@ -33,6 +33,7 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
         var priority: Float = URLSessionTask.defaultPriority
         var earliestBeginDate: Date?
         var delegate: (any URLSessionTaskDelegate)?
+        var progress: Progress?
     }
 
     let storage: Mutex<Storage>
@@ -41,8 +42,20 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
     let session: URLSession
     /// Carries the task through the transport.
     var runner: TaskRunner!
-    /// Progress of the transfer; its total is the expected byte count once known.
-    public let progress = Progress(totalUnitCount: -1)
+    /// Progress of the transfer; its total is the expected byte count once known. Made on first
+    /// use (a Progress is costly and most tasks never show one) from the counts so far.
+    open var progress: Progress {
+        storage.withLock { storage -> Progress in
+            if let existing = storage.progress { return existing }
+            let made = Progress(totalUnitCount: storage.response?.expectedContentLength ?? -1)
+            made.completedUnitCount = storage.countOfBytesReceived
+            storage.progress = made
+            return made
+        }
+    }
+
+    /// The progress object, when someone asked for it.
+    var progressIfCreated: Progress? { storage.withLock { $0.progress } }
 
     init(session: URLSession, identifier: Int, request: URLRequest?, delivery: TaskRunner.Delivery, body: TaskRunner.BodySource) {
         self.session = session

@@ -41,47 +41,65 @@ extension HTTP1ResponseParser {
 
     /// The Content-Length, when present: every field, and every element of a list-valued field,
     /// must be the same non-negative decimal number (RFC 9110 section 8.6).
-    private func contentLength(_ values: [Range<Int>], in storage: [UInt8]) throws(HTTP1ResponseError) -> Int? {
+    private func contentLength(_ values: FieldRanges, in storage: [UInt8]) throws(HTTP1ResponseError) -> Int? {
         var result: Int?
-        for range in values {
-            for element in listElements(storage, range, keepEmpty: true) {
-                guard !element.isEmpty, element.count <= 18 else { throw .invalidContentLength }
+        var failure: HTTP1ResponseError?
+        values.forEach { range in
+            forEachListElement(storage, range, keepEmpty: true) { element in
+                guard failure == nil else { return }
+                guard !element.isEmpty, element.count <= 18 else {
+                    failure = .invalidContentLength
+                    return
+                }
                 var value = 0
                 for offset in element {
                     let byte = storage[offset]
-                    guard byte.isDigit else { throw .invalidContentLength }
+                    guard byte.isDigit else {
+                        failure = .invalidContentLength
+                        return
+                    }
                     value = value * 10 + Int(byte - UInt8(ascii: "0"))
                 }
-                if let result, result != value { throw .conflictingContentLength }
+                if let result, result != value {
+                    failure = .conflictingContentLength
+                    return
+                }
                 result = value
             }
         }
+        if let failure { throw failure }
         return result
     }
 
     /// True when Transfer-Encoding says `chunked`. Courier decodes no other transfer coding, so
     /// anything but a single `chunked` is refused rather than read until close.
     private func isChunked(
-        _ values: [Range<Int>], in storage: [UInt8], version: HTTPVersion
+        _ values: FieldRanges, in storage: [UInt8], version: HTTPVersion
     ) throws(HTTP1ResponseError) -> Bool {
         guard !values.isEmpty else { return false }
         if version == .http1_0 { throw .transferEncodingInHTTP10 }
-        var codings: [Range<Int>] = []
-        for range in values { codings += listElements(storage, range, keepEmpty: false) }
-        guard codings.count == 1 else { throw .unsupportedTransferCoding }
-        let coding = storage.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[codings[0]]) }
-        guard asciiCaseInsensitiveEquals(coding, "chunked") else { throw .unsupportedTransferCoding }
+        var codings = 0
+        var onlyCoding: Range<Int>?
+        values.forEach { range in
+            forEachListElement(storage, range, keepEmpty: false) { element in
+                codings += 1
+                onlyCoding = element
+            }
+        }
+        guard codings == 1, let coding = onlyCoding else { throw .unsupportedTransferCoding }
+        let isChunked = storage.withUnsafeBytes { asciiCaseInsensitiveEquals(UnsafeRawBufferPointer(rebasing: $0[coding]), "chunked") }
+        guard isChunked else { throw .unsupportedTransferCoding }
         return true
     }
 
     /// Persistence per RFC 9112 section 9.3: `close` ends it; HTTP/1.0 keeps it only with
     /// `keep-alive`.
-    private func persistence(_ head: HTTPResponseHead, _ values: [Range<Int>], in storage: [UInt8]) -> HTTP1ConnectionReuse {
+    private func persistence(_ head: HTTPResponseHead, _ values: FieldRanges, in storage: [UInt8]) -> HTTP1ConnectionReuse {
         var close = false
         var keepAlive = false
         storage.withUnsafeBytes { bytes in
-            for range in values {
-                for element in listElements(storage, range, keepEmpty: false) {
+            values.forEach { range in
+                forEachListElement(storage, range, keepEmpty: false) { element in
                     let token = UnsafeRawBufferPointer(rebasing: bytes[element])
                     if asciiCaseInsensitiveEquals(token, "close") { close = true }
                     if asciiCaseInsensitiveEquals(token, "keep-alive") { keepAlive = true }
@@ -93,22 +111,21 @@ extension HTTP1ResponseParser {
         return .keepAlive
     }
 
-    /// Splits a comma-separated list value into trimmed elements (RFC 9110 section 5.6.1).
-    private func listElements(_ storage: [UInt8], _ range: Range<Int>, keepEmpty: Bool) -> [Range<Int>] {
-        var elements: [Range<Int>] = []
+    /// Calls `body` with each trimmed element of a comma-separated list value (RFC 9110
+    /// section 5.6.1), without building an array.
+    private func forEachListElement(_ storage: [UInt8], _ range: Range<Int>, keepEmpty: Bool, _ body: (Range<Int>) -> Void) {
         var start = range.lowerBound
         func close(_ end: Int) {
             var lower = start, upper = end
             while lower < upper && storage[lower].isOptionalWhitespace { lower += 1 }
             while upper > lower && storage[upper - 1].isOptionalWhitespace { upper -= 1 }
-            if keepEmpty || lower < upper { elements.append(lower..<upper) }
+            if keepEmpty || lower < upper { body(lower..<upper) }
         }
         for offset in range where storage[offset] == .comma {
             close(offset)
             start = offset + 1
         }
         close(range.upperBound)
-        return elements
     }
 
     /// Most hexadecimal digits (leading zeros included) on a chunk-size line.

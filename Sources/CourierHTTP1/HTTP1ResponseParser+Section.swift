@@ -11,9 +11,9 @@ extension HTTP1ResponseParser {
     /// The fields of a section, with what framing needs from them noted on the way.
     struct ParsedFields {
         var fields: HTTPFields
-        var contentLengths: [Range<Int>] = []
-        var transferEncodings: [Range<Int>] = []
-        var connectionValues: [Range<Int>] = []
+        var contentLengths = FieldRanges()
+        var transferEncodings = FieldRanges()
+        var connectionValues = FieldRanges()
     }
 
     /// Copies bytes into `section` up to and including the empty line that ends it.
@@ -153,6 +153,7 @@ extension HTTP1ResponseParser {
     mutating func parseFields(firstLine: Int) throws(HTTP1ResponseError) -> ParsedFields {
         let storage = section
         var locations: [HTTPFields.Location] = []
+        locations.reserveCapacity(16)
         var parsed = ParsedFields(fields: HTTPFields())
         try withBytes(storage) { (bytes: UnsafeRawBufferPointer) throws(HTTP1ResponseError) in
             var lineStart = firstLine
@@ -245,4 +246,23 @@ func withBytes<R>(
         do throws(HTTP1ResponseError) { return .success(try body(bytes)) } catch { return .failure(error) }
     }
     return try result.get()
+}
+
+/// The value ranges of one field name in a section: usually none or one, so the first is kept
+/// inline and only repeats allocate.
+struct FieldRanges {
+    private var first: Range<Int>?
+    private var more: [Range<Int>] = []
+
+    var isEmpty: Bool { first == nil }
+
+    mutating func append(_ range: Range<Int>) {
+        if first == nil { first = range } else { more.append(range) }
+    }
+
+    func forEach(_ body: (Range<Int>) -> Void) {
+        guard let first else { return }
+        body(first)
+        for range in more { body(range) }
+    }
 }

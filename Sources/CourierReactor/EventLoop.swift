@@ -67,6 +67,9 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     private var timers = TimerQueue<LocalJob>()
     private var registrations: [UInt64: Registration] = [:]
     private var nextToken: UInt64 = 1
+    /// The time the loop last woke up; loop thread only. Cheaper than reading the clock for
+    /// bookkeeping that tolerates the length of one turn (idle timers, activity stamps).
+    public private(set) var now = ContinuousClock.now
     /// A receive buffer shared by every socket on this loop; lent to readers for one callback.
     public let readBuffer: UnsafeMutableRawBufferPointer
 
@@ -212,6 +215,7 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         while true {
             let timeout = waitTimeout()
             let count = epoll_wait(epollFD, events, Int32(Self.eventBatch), timeout)
+            now = .now
             if count > 0 {
                 for index in 0..<Int(count) {
                     let token = courier_epoll_event_data(events + index)
@@ -225,7 +229,6 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
                     registration.handler.handleIOEvents(IOEvents(rawValue: bits))
                 }
             }
-            let now = ContinuousClock.now
             while let job = timers.popNextDue(now: now) { job() }
             if takeIncomingJobs() { break }
             runLocalJobs()

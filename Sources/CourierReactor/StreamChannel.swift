@@ -118,6 +118,26 @@ public final class StreamChannel: IOEventHandler {
         updateInterest()
     }
 
+    /// What waits unread on the socket right now, without consuming it.
+    public enum PendingInput: Sendable, Equatable {
+        case nothing
+        case bytes
+        case endOfStream
+        case failure
+    }
+
+    /// Peeks at the socket (MSG_PEEK, non-blocking): used before reusing an idle connection, so
+    /// that bytes a server sent unasked, or a close it made, are seen before a new request
+    /// goes out on it.
+    public func peekPendingInput() -> PendingInput {
+        guard isOpen, !peerClosed else { return .endOfStream }
+        var byte: UInt8 = 0
+        let count = retryingOnInterrupt { recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) }
+        if count > 0 { return .bytes }
+        if count == 0 { return .endOfStream }
+        return errno == EAGAIN || errno == EWOULDBLOCK ? .nothing : .failure
+    }
+
     /// Stops delivering reads until ``resumeReading()``; the kernel's buffer fills and TCP flow
     /// control slows the peer.
     public func pauseReading() {

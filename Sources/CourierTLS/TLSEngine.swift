@@ -281,6 +281,9 @@ public final class TLSEngine {
         }
     }
 
+    /// True when decrypted bytes wait inside the engine.
+    public var hasBufferedPlaintext: Bool { SSL_pending(ssl) > 0 }
+
     /// Queues close_notify.
     public func close() {
         guard isHandshakeComplete else { return }

@@ -12,9 +12,9 @@ import Foundation
 /// whole and no stray byte followed the response; otherwise it closes. A protocol error always
 /// closes it.
 final class HTTP1Connection: TransportStreamDelegate {
-    /// The request being carried.
-    struct Active {
-        var exchange: HTTPExchange
+    /// The request being carried. A class, so that updating it in place costs no copies.
+    final class Active {
+        let exchange: HTTPExchange
         var metrics: ExchangeMetrics
         /// True once any response byte arrived (a stale connection fails before that).
         var receivedResponseBytes = false
@@ -23,6 +23,13 @@ final class HTTP1Connection: TransportStreamDelegate {
         var bodyBytesSent: Int64 = 0
         var readingPaused = false
         var lastActivity: ContinuousClock.Instant
+
+        init(exchange: HTTPExchange, metrics: ExchangeMetrics, body: BodyProgress, lastActivity: ContinuousClock.Instant) {
+            self.exchange = exchange
+            self.metrics = metrics
+            self.body = body
+            self.lastActivity = lastActivity
+        }
     }
 
     /// How far the request body has gone.
@@ -68,6 +75,11 @@ final class HTTP1Connection: TransportStreamDelegate {
     /// Sends `exchange`'s request and starts reading its response.
     func execute(_ exchange: HTTPExchange) {
         loop.assertInEventLoop()
+        // A reused connection must be quiet: bytes the server sent unasked (or its close)
+        // could otherwise be taken for the answer to this request.
+        if !isClosed && active == nil && requestsCarried > 0 && stream.isUnfitForReuse {
+            close()
+        }
         guard !isClosed, active == nil else {
             // The pool handed over a connection that died meanwhile: let the pool retry it.
             pool?.requeueAfterStaleConnection(exchange, closedConnection: id)
@@ -105,7 +117,8 @@ final class HTTP1Connection: TransportStreamDelegate {
         metrics.networkProtocolName = "http/1.1"
         metrics.localAddress = stream.localAddress
         metrics.remoteAddress = stream.remoteAddress
-        metrics.requestStart = .now
+        let timed = request.collectsTimings
+        if timed { metrics.requestStart = .now }
 
         let framing: HTTP1BodyFraming
         var bodyProgress = BodyProgress.complete
@@ -129,7 +142,7 @@ final class HTTP1Connection: TransportStreamDelegate {
             return
         }
         metrics.requestHeaderBytesSent = Int64(sendBuffer.readableBytes)
-        active = Active(exchange: exchange, metrics: metrics, body: bodyProgress, lastActivity: .now)
+        active = Active(exchange: exchange, metrics: metrics, body: bodyProgress, lastActivity: loop.now)
         parser.expectResponse(to: request.head.method)
         armTimeout(request.idleTimeout, deadline: request.deadline)
 
@@ -141,8 +154,8 @@ final class HTTP1Connection: TransportStreamDelegate {
         } else {
             sendBuffer.withReadableBytes { stream.write([$0]) }
         }
-        if active != nil, case .complete = active!.body {
-            active!.metrics.requestEnd = .now
+        if timed, let current = active, case .complete = current.body {
+            current.metrics.requestEnd = .now
         }
         if pausedEarly { setReadingPaused(true, for: exchange) }
         pumpBody()
@@ -163,7 +176,7 @@ final class HTTP1Connection: TransportStreamDelegate {
         if paused {
             stream.pauseReading()
         } else {
-            active!.lastActivity = .now
+            active!.lastActivity = loop.now
             drainStash()
             if let current = active, !current.readingPaused { stream.resumeReading() }
         }
@@ -179,7 +192,7 @@ final class HTTP1Connection: TransportStreamDelegate {
             return
         }
         active!.receivedResponseBytes = true
-        active!.lastActivity = .now
+        active!.lastActivity = loop.now
         if !stash.isEmpty || active!.readingPaused {
             stash.write(bytes)
             return
@@ -203,7 +216,7 @@ final class HTTP1Connection: TransportStreamDelegate {
 
     func streamDidDrainWrites() {
         guard active != nil else { return }
-        active!.lastActivity = .now
+        active!.lastActivity = loop.now
         pumpBody()
     }
 
@@ -255,7 +268,7 @@ final class HTTP1Connection: TransportStreamDelegate {
         switch event {
         case .head(let head):
             active!.headDelivered = true
-            active!.metrics.responseStart = .now
+            if current.exchange.request.collectsTimings { active!.metrics.responseStart = .now }
             active!.metrics.responseHeaderBytesReceived = Int64(parser.lastHeadByteCount)
             if head.status == 101 {
                 // Courier does not offer protocol switching on HTTP/1 exchanges.
@@ -332,10 +345,10 @@ final class HTTP1Connection: TransportStreamDelegate {
     /// Ends the current exchange with a result and, when the connection can carry another
     /// request, gives it back to the pool.
     private func finishActive(_ result: Result<HTTPFields?, TransportError>) {
-        guard var current = active else { return }
+        guard let current = active else { return }
         active = nil
         cancelTimeout()
-        current.metrics.responseEnd = .now
+        if current.exchange.request.collectsTimings { current.metrics.responseEnd = .now }
         let bodyComplete: Bool
         if case .complete = current.body { bodyComplete = true } else { bodyComplete = false }
         current.metrics.requestBodyBytesSent = current.bodyBytesSent
@@ -428,7 +441,7 @@ final class HTTP1Connection: TransportStreamDelegate {
     private func bodySent(_ count: Int64) {
         guard active != nil else { return }
         active!.bodyBytesSent += count
-        active!.lastActivity = .now
+        active!.lastActivity = loop.now
         let exchange = active!.exchange
         exchange.delegate.exchange(exchange, didSendBodyBytes: active!.bodyBytesSent)
     }
@@ -472,7 +485,7 @@ final class HTTP1Connection: TransportStreamDelegate {
                     sendBuffer.withReadableBytes { stream.write([$0]) }
                 }
                 active!.body = .complete
-                active!.metrics.requestEnd = .now
+                if exchange.request.collectsTimings { active!.metrics.requestEnd = .now }
                 return
             }
             if let length, current.bodyBytesSent + Int64(chunk.count) > length {

@@ -78,19 +78,35 @@ public final class HTTPTransport: Sendable {
     /// returned exchange cancels it or pauses its response.
     @discardableResult
     public func execute(_ request: TransportRequest, delegate: HTTPExchangeDelegate) -> HTTPExchange {
-        let exchange = HTTPExchange(request: request, delegate: delegate)
+        let exchange = makeExchange(request, delegate: delegate)
+        start(exchange)
+        return exchange
+    }
+
+    /// Makes an exchange without starting it, so the caller can keep it before any callback
+    /// can arrive; ``start(_:)`` sends it.
+    public func makeExchange(_ request: TransportRequest, delegate: HTTPExchangeDelegate) -> HTTPExchange {
+        HTTPExchange(request: request, delegate: delegate)
+    }
+
+    /// Starts an exchange made by ``makeExchange(_:delegate:)``.
+    public func start(_ exchange: HTTPExchange) {
+        let request = exchange.request
+        if exchange.state.withLock({ $0.cancelRequested }) {
+            exchange.fail(.cancelled)
+            return
+        }
         do {
             try HTTP1RequestEncoder.validate(request.head)
         } catch {
             exchange.fail(.localProtocol(error))
-            return exchange
+            return
         }
         guard !isShutDown.load(ordering: .relaxed) else {
             exchange.fail(.shutDown)
-            return exchange
+            return
         }
         pool(for: request.origin).submit(exchange)
-        return exchange
     }
 
     /// Closes every pool: waiting requests fail, idle connections close.

@@ -165,6 +165,10 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
         flushOutgoing()
     }
 
+    var isUnfitForReuse: Bool {
+        phase != .established || engine.hasBufferedPlaintext || channel.peekPendingInput() != .nothing
+    }
+
     func pauseReading() {
         readingPaused = true
         channel.pauseReading()

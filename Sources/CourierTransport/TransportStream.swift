@@ -34,6 +34,9 @@ protocol TransportStream: AnyObject {
     /// Set for TLS streams.
     var tls: TLSDetails? { get }
     func write(_ parts: [UnsafeRawBufferPointer])
+    /// True when the connection cannot carry a new request cleanly: unread bytes wait on it, or
+    /// the peer closed it.
+    var isUnfitForReuse: Bool { get }
     func pauseReading()
     func resumeReading()
     /// Closes at once (after queueing close_notify on TLS); the delegate is released.
@@ -57,6 +60,7 @@ final class PlainStream: TransportStream, StreamChannelDelegate {
     var tls: TLSDetails? { nil }
 
     func write(_ parts: [UnsafeRawBufferPointer]) { channel.write(parts) }
+    var isUnfitForReuse: Bool { channel.peekPendingInput() != .nothing }
     func pauseReading() { channel.pauseReading() }
     func resumeReading() { channel.resumeReading() }
 

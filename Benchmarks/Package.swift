@@ -1,0 +1,58 @@
+// swift-tools-version: 6.1
+//
+// Courier's benchmark harness: a load generator on Courier's transport, the workload clients
+// (Courier's URLSession, FoundationNetworking's, AsyncHTTPClient), parser micro-benchmarks, and
+// a malloc counter. `run.sh` builds these in release mode and runs the comparison.
+
+import PackageDescription
+
+let package = Package(
+    name: "CourierBenchmarks",
+    products: [
+        .library(name: "MallocCounter", type: .dynamic, targets: ["CMallocCounter"]),
+    ],
+    dependencies: [
+        .package(path: ".."),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.20.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
+    ],
+    targets: [
+        .executableTarget(
+            name: "courier-load",
+            dependencies: [
+                .product(name: "CourierTransport", package: "main"),
+                .product(name: "CourierCore", package: "main"),
+                .product(name: "CourierTLS", package: "main"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ],
+            path: "Sources/CourierLoad"
+        ),
+        .executableTarget(
+            name: "courier-bench",
+            dependencies: [.product(name: "Courier", package: "main")],
+            path: "Sources/CourierBench"
+        ),
+        // The same client as courier-bench with `import Courier` swapped for
+        // `import FoundationNetworking`; run.sh writes its source from courier-bench's.
+        .executableTarget(name: "foundation-bench", path: "Sources/FoundationBench"),
+        .executableTarget(
+            name: "ahc-bench",
+            dependencies: [.product(name: "AsyncHTTPClient", package: "async-http-client")],
+            path: "Sources/AHCBench"
+        ),
+        .systemLibrary(name: "CHTTPParser", path: "Sources/CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
+        .executableTarget(
+            name: "parser-bench",
+            dependencies: [
+                .product(name: "CourierHTTP1", package: "main"),
+                .product(name: "CourierCore", package: "main"),
+                "CHTTPParser",
+            ],
+            path: "Sources/ParserBench"
+        ),
+        .target(name: "CMallocCounter", path: "Sources/CMallocCounter"),
+    ],
+    swiftLanguageModes: [.v6]
+)

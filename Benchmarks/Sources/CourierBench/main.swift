@@ -1,0 +1,135 @@
+// The URLSession workload client of the benchmark harness. The same file is built twice: as
+// courier-bench with Courier, and (run.sh writes the copy) as foundation-bench with
+// FoundationNetworking. It uses the public API as users do: async `data(for:)` in a loop (W1,
+// W4), a task group (W2), and a delegate that streams the body to a sink (W3).
+//
+//   <client> w1 URL COUNT                sequential GETs on one keep-alive connection
+//   <client> w2 URL COUNT CONCURRENCY    COUNT GETs, CONCURRENCY in flight
+//   <client> w3 URL SINK                 one download to SINK ("discard" or a file path)
+//   <client> w4 URL COUNT                sequential GETs (the server closes each connection)
+//
+// It prints one JSON object: requests, seconds (of the measured part), bytes, errors and, when
+// the malloc counter is preloaded, allocations.
+
+import Foundation
+import Courier
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Reads the preloaded malloc counter, if there is one.
+func allocationCount() -> UInt64? {
+    guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "courier_malloc_count") else { return nil }
+    typealias Counter = @convention(c) () -> UInt64
+    return unsafeBitCast(symbol, to: Counter.self)()
+}
+
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
+func emit(_ fields: [String: Any]) {
+    let data = (try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])) ?? Data()
+    print(String(decoding: data, as: UTF8.self))
+}
+
+/// Streams a body to a sink and reports completion.
+final class SinkDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    let handle: FileHandle?
+    var bytes = 0
+    var error: (any Error)?
+    let done = DispatchSemaphore(value: 0)
+
+    init(handle: FileHandle?) {
+        self.handle = handle
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        bytes += data.count
+        handle?.write(data)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        self.error = error
+        done.signal()
+    }
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 4, let url = URL(string: arguments[2]) else {
+    FileHandle.standardError.write(Data("usage: \(arguments[0]) w1|w2|w3|w4 URL COUNT|SINK [CONCURRENCY]\n".utf8))
+    exit(2)
+}
+let configuration = URLSessionConfiguration.ephemeral
+configuration.httpMaximumConnectionsPerHost = 64
+let session = URLSession(configuration: configuration)
+let request = URLRequest(url: url)
+
+switch arguments[1] {
+case "w1", "w4":
+    let count = Int(arguments[3]) ?? 1000
+    // One request outside the measurement, to open the connection.
+    _ = try? await session.data(for: request)
+    var errors = 0
+    var bytes = 0
+    let before = allocationCount()
+    let start = ContinuousClock.now
+    for _ in 0..<count {
+        do {
+            bytes += try await session.data(for: request).0.count
+        } catch {
+            errors += 1
+        }
+    }
+    let elapsed = ContinuousClock.now - start
+    var fields: [String: Any] = ["requests": count - errors, "seconds": seconds(elapsed), "bytes": bytes, "errors": errors]
+    if let before, let after = allocationCount() { fields["allocations"] = after - before }
+    emit(fields)
+case "w2":
+    let count = Int(arguments[3]) ?? 1000
+    let concurrency = arguments.count > 4 ? Int(arguments[4]) ?? 32 : 32
+    _ = try? await session.data(for: request)
+    let start = ContinuousClock.now
+    let (done, errors, bytes) = await withTaskGroup(of: (Int, Int).self) { group -> (Int, Int, Int) in
+        var launched = 0, done = 0, errors = 0, bytes = 0
+        func launch() {
+            launched += 1
+            group.addTask {
+                do { return (try await session.data(for: request).0.count, 0) } catch { return (0, 1) }
+            }
+        }
+        while launched < min(concurrency, count) { launch() }
+        for await (size, failed) in group {
+            done += 1
+            bytes += size
+            errors += failed
+            if launched < count { launch() }
+        }
+        return (done, errors, bytes)
+    }
+    emit(["requests": done - errors, "seconds": seconds(ContinuousClock.now - start), "bytes": bytes, "errors": errors])
+case "w3":
+    let sink = arguments[3]
+    var handle: FileHandle?
+    if sink != "discard" {
+        FileManager.default.createFile(atPath: sink, contents: nil)
+        handle = FileHandle(forWritingAtPath: sink)
+    }
+    let delegate = SinkDelegate(handle: handle)
+    let streaming = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+    let start = ContinuousClock.now
+    streaming.dataTask(with: request).resume()
+    await withCheckedContinuation { continuation in
+        DispatchQueue.global().async {
+            delegate.done.wait()
+            continuation.resume()
+        }
+    }
+    let elapsed = ContinuousClock.now - start
+    try? handle?.close()
+    emit(["requests": delegate.error == nil ? 1 : 0, "seconds": seconds(elapsed), "bytes": delegate.bytes, "errors": delegate.error == nil ? 0 : 1])
+default:
+    FileHandle.standardError.write(Data("unknown workload \(arguments[1])\n".utf8))
+    exit(2)
+}

@@ -1,0 +1,108 @@
+// Parser micro-benchmarks: Courier's HTTP/1 response parser next to nodejs's http-parser
+// (Debian's libhttp-parser-dev) on the same bytes. Two inputs: an nginx-like response head
+// with a 100-byte body, parsed again and again; and a 1 MiB body in 4 KiB chunks.
+// Prints JSON: nanoseconds per response and MB/s for each parser and input.
+
+import CHTTPParser
+import CourierCore
+import CourierHTTP1
+import Foundation
+
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
+let head = """
+HTTP/1.1 200 OK\r
+Server: nginx/1.22.1\r
+Date: Sun, 22 Nov 2026 01:00:00 GMT\r
+Content-Type: application/octet-stream\r
+Content-Length: 100\r
+Last-Modified: Sun, 22 Nov 2026 00:00:00 GMT\r
+Connection: keep-alive\r
+ETag: "6740c9f0-64"\r
+Accept-Ranges: bytes\r
+\r
+
+"""
+let smallResponse: [UInt8] = Array(head.utf8) + [UInt8](repeating: 0x61, count: 100)
+
+var chunkedResponse: [UInt8] = Array("HTTP/1.1 200 OK\r\nServer: nginx\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
+let chunk = [UInt8](repeating: 0x62, count: 4096)
+for _ in 0..<256 {
+    chunkedResponse += Array("1000\r\n".utf8) + chunk + Array("\r\n".utf8)
+}
+chunkedResponse += Array("0\r\n\r\n".utf8)
+
+/// Parses `input` `iterations` times with Courier's parser; returns seconds.
+func courier(_ input: [UInt8], iterations: Int) -> Double {
+    var parser = HTTP1ResponseParser()
+    var bodyBytes = 0
+    let start = ContinuousClock.now
+    input.withUnsafeBytes { bytes in
+        for _ in 0..<iterations {
+            parser.expectResponse(to: .get)
+            var offset = 0
+            parsing: while true {
+                guard let step = try? parser.next(UnsafeRawBufferPointer(rebasing: bytes[offset...])) else { fatalError("parse error") }
+                offset += step.consumed
+                switch step.event {
+                case .body(let range): bodyBytes += range.count
+                case .end: break parsing
+                case .head, .none: break
+                }
+            }
+        }
+    }
+    let elapsed = seconds(ContinuousClock.now - start)
+    precondition(bodyBytes > 0)
+    return elapsed
+}
+
+/// Parses `input` `iterations` times with http-parser, counting header and body bytes in its
+/// callbacks; returns seconds.
+func httpParser(_ input: [UInt8], iterations: Int) -> Double {
+    var settings = http_parser_settings()
+    settings.on_body = { parser, _, length in
+        parser!.pointee.data.assumingMemoryBound(to: Int.self).pointee += length
+        return 0
+    }
+    settings.on_header_field = { _, _, _ in 0 }
+    settings.on_header_value = { _, _, _ in 0 }
+    settings.on_message_complete = { _ in 0 }
+    var parser = http_parser()
+    var bodyBytes = 0
+    let start = ContinuousClock.now
+    withUnsafeMutablePointer(to: &bodyBytes) { counter in
+        input.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { chars in
+                for _ in 0..<iterations {
+                    http_parser_init(&parser, HTTP_RESPONSE)
+                    parser.data = UnsafeMutableRawPointer(counter)
+                    let parsed = http_parser_execute(&parser, &settings, chars.baseAddress, chars.count)
+                    precondition(parsed == chars.count, "http-parser stopped early")
+                }
+            }
+        }
+    }
+    let elapsed = seconds(ContinuousClock.now - start)
+    precondition(bodyBytes > 0)
+    return elapsed
+}
+
+var results: [String: Any] = [:]
+for (name, input, iterations) in [("head+100B", smallResponse, 400_000), ("chunked 1MiB", chunkedResponse, 400)] {
+    // Warm up, then measure.
+    _ = courier(input, iterations: iterations / 10)
+    _ = httpParser(input, iterations: iterations / 10)
+    let courierSeconds = courier(input, iterations: iterations)
+    let parserSeconds = httpParser(input, iterations: iterations)
+    let bytes = Double(input.count * iterations)
+    results[name] = [
+        "inputBytes": input.count,
+        "courier": ["nsPerResponse": courierSeconds / Double(iterations) * 1e9, "MBps": bytes / courierSeconds / 1e6],
+        "http-parser": ["nsPerResponse": parserSeconds / Double(iterations) * 1e9, "MBps": bytes / parserSeconds / 1e6],
+    ]
+}
+let data = try JSONSerialization.data(withJSONObject: results, options: [.sortedKeys])
+print(String(decoding: data, as: UTF8.self))

@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""Runs workloads W1-W4 against nginx with Courier and its peers, interleaved over rounds, and
+writes medians and ratios to results/ as JSON and Markdown.
+
+nginx runs on CPU 0 (one worker, access log off) and every client on CPU 1: on a 2-core machine
+placement alone swings the results several-fold. Client CPU per request is user+sys time of
+the client process (startup included) divided by the requests it made.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BIN = os.path.join(HERE, ".build", "release")
+WORK = os.path.join(HERE, ".build", "bench-work")
+RESULTS = os.path.join(HERE, "results")
+PORTS = {"h1": 18080, "tls-h1": 18443, "tls-h2": 18444, "tls-close": 18445}
+W1_REQUESTS = 20000
+W1_SLOW_REQUESTS = 5000  # FoundationNetworking runs ~1k req/s: fewer requests, same rate.
+W2_REQUESTS = 20000
+W4_CONNECTIONS = 1000
+
+
+def sh(*command, **kwargs):
+    return subprocess.run(command, check=True, capture_output=True, text=True, **kwargs).stdout
+
+
+def setup():
+    os.makedirs(os.path.join(WORK, "www"), exist_ok=True)
+    os.makedirs(os.path.join(WORK, "logs"), exist_ok=True)
+    with open(os.path.join(WORK, "www", "100.bin"), "wb") as handle:
+        handle.write(os.urandom(100))
+    big = os.path.join(WORK, "www", "1g.bin")
+    if not os.path.exists(big) or os.path.getsize(big) != 1 << 30:
+        # A sparse file: the server reads zeros from the page cache, no disk in the way.
+        with open(big, "wb") as handle:
+            handle.truncate(1 << 30)
+    pki = os.path.join(WORK, "pki")
+    if not os.path.exists(os.path.join(pki, "server.pem")):
+        os.makedirs(pki, exist_ok=True)
+        curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        sh("openssl", "req", "-x509", *curve, "-keyout", f"{pki}/ca.key", "-out", f"{pki}/ca.pem", "-days", "3650",
+           "-subj", "/CN=Courier Benchmark CA", "-addext", "basicConstraints=critical,CA:TRUE")
+        sh("openssl", "req", *curve, "-keyout", f"{pki}/server.key", "-out", f"{pki}/server.csr", "-subj", "/CN=127.0.0.1")
+        with open(f"{pki}/server.ext", "w") as handle:
+            handle.write("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+        sh("openssl", "x509", "-req", "-in", f"{pki}/server.csr", "-CA", f"{pki}/ca.pem", "-CAkey", f"{pki}/ca.key",
+           "-CAcreateserial", "-out", f"{pki}/server.pem", "-days", "365", "-extfile", f"{pki}/server.ext")
+        with open("/etc/ssl/certs/ca-certificates.crt") as system, open(f"{pki}/bundle.pem", "w") as bundle:
+            bundle.write(system.read() + "\n" + open(f"{pki}/ca.pem").read())
+    tls = f"ssl_certificate {pki}/server.pem; ssl_certificate_key {pki}/server.key; ssl_protocols TLSv1.2 TLSv1.3;"
+    config = f"""
+worker_processes 1;
+daemon off;
+pid {WORK}/nginx.pid;
+error_log {WORK}/logs/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 10000000;
+    keepalive_timeout 65s;
+    default_type application/octet-stream;
+    client_body_temp_path {WORK}/body;
+    proxy_temp_path {WORK}/proxy;
+    fastcgi_temp_path {WORK}/fastcgi;
+    uwsgi_temp_path {WORK}/uwsgi;
+    scgi_temp_path {WORK}/scgi;
+    server {{ listen 127.0.0.1:{PORTS['h1']}; root {WORK}/www; }}
+    server {{ listen 127.0.0.1:{PORTS['tls-h1']} ssl; {tls} root {WORK}/www; }}
+    server {{ listen 127.0.0.1:{PORTS['tls-h2']} ssl http2; {tls} root {WORK}/www; }}
+    server {{ listen 127.0.0.1:{PORTS['tls-close']} ssl; {tls} ssl_session_tickets off; ssl_session_cache off;
+             keepalive_timeout 0; root {WORK}/www; }}
+}}
+"""
+    with open(os.path.join(WORK, "nginx.conf"), "w") as handle:
+        handle.write(config)
+    return pki
+
+
+def start_nginx():
+    process = subprocess.Popen(["taskset", "-c", "0", "nginx", "-p", WORK, "-c", os.path.join(WORK, "nginx.conf"),
+                                "-e", os.path.join(WORK, "logs", "error.log")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            sh("curl", "-s", "-o", "/dev/null", f"http://127.0.0.1:{PORTS['h1']}/100.bin")
+            return process
+        except subprocess.CalledProcessError:
+            time.sleep(0.05)
+    raise SystemExit("nginx did not start; see " + os.path.join(WORK, "logs", "error.log"))
+
+
+class Runner:
+    def __init__(self, pki):
+        self.pki = pki
+        self.samples = {}
+
+    def record(self, key, value):
+        self.samples.setdefault(key, []).append(value)
+
+    def run(self, command, env=None):
+        # Popen + wait4 to get the child's own rusage (ru_maxrss in KiB on Linux).
+        full_env = dict(os.environ, **(env or {}))
+        start = time.monotonic()
+        # close_fds=False lets Python use posix_spawn (vfork), so the child's peak RSS is its
+        # own, not a copy of this interpreter's pages inherited through fork.
+        # GNU time reports the client's own peak RSS: a child of this interpreter would carry
+        # the interpreter's pages into its high-water mark.
+        process = subprocess.Popen(["taskset", "-c", "1", "/usr/bin/time", "-f", "courier-peak-rss-kb %M"] + command,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env)
+        stdout = process.stdout.read()
+        stderr = process.stderr.read()
+        _, status, usage = os.wait4(process.pid, 0)
+        peak = re.search(r"courier-peak-rss-kb (\d+)", stderr)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.monotonic() - start
+        if process.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} exited {process.returncode}: {stderr.strip()[:400]}")
+        return stdout, usage.ru_utime + usage.ru_stime, (int(peak.group(1)) if peak else usage.ru_maxrss) / 1024, wall
+
+    def tls_env(self):
+        return {"SSL_CERT_FILE": f"{self.pki}/bundle.pem", "BENCH_CA_FILE": f"{self.pki}/ca.pem"}
+
+    # Clients: each returns a dict with requests, seconds, bytes and optional extras.
+    def swift_client(self, binary, workload, url, argument, extra=None, env=None):
+        command = [os.path.join(BIN, binary), workload, url, str(argument)] + ([str(extra)] if extra else [])
+        stdout, cpu, rss, _ = self.run(command, env)
+        result = json.loads(stdout.strip().splitlines()[-1])
+        result.update(cpu=cpu, rss=rss)
+        return result
+
+    def go_client(self, workload, url, argument, extra=None, env=None):
+        command = [os.path.join(HERE, "bin", "go-bench"), workload, url, str(argument)] + ([str(extra)] if extra else [])
+        stdout, cpu, rss, _ = self.run(command, env)
+        result = json.loads(stdout.strip().splitlines()[-1])
+        result.update(cpu=cpu, rss=rss)
+        return result
+
+    def wrk(self, url, connections, seconds):
+        stdout, cpu, rss, _ = self.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", url])
+        requests = int(re.search(r"(\d+) requests in ([\d.]+)s", stdout).group(1))
+        duration = float(re.search(r"(\d+) requests in ([\d.]+)s", stdout).group(2))
+        return {"requests": requests, "seconds": duration, "cpu": cpu, "rss": rss}
+
+    def h2load(self, url, requests, streams, connections=1):
+        stdout, cpu, rss, _ = self.run(["h2load", "-n", str(requests), "-c", str(connections), "-m", str(streams), url])
+        match = re.search(r"finished in ([\d.]+)(m?s), ([\d.]+) req/s", stdout)
+        seconds = float(match.group(1)) / (1000 if match.group(2) == "ms" else 1)
+        done = int(re.search(r"requests: \d+ total, \d+ started, (\d+) done", stdout).group(1))
+        return {"requests": done, "seconds": seconds, "cpu": cpu, "rss": rss}
+
+    def courier_load(self, url, requests, connections, streams):
+        command = [os.path.join(BIN, "courier-load"), "-n", str(requests), "-c", str(connections), "-m", str(streams),
+                   "--cacert", f"{self.pki}/ca.pem", "--json", url]
+        stdout, cpu, rss, _ = self.run(command)
+        result = json.loads(stdout)
+        return {"requests": result["requests"], "seconds": result["seconds"], "cpu": cpu, "rss": rss,
+                "connections": result["connectionsUsed"]}
+
+    def curl_many(self, url, requests, http2=False):
+        config = os.path.join(WORK, "curl-urls.txt")
+        with open(config, "w") as handle:
+            for _ in range(requests):
+                handle.write(f'url = "{url}"\noutput = "/dev/null"\n')
+        command = ["curl", "-s", "--cacert", f"{self.pki}/ca.pem", "-K", config] + (["--http2"] if http2 else ["--http1.1"])
+        start = time.monotonic()
+        _, cpu, rss, wall = self.run(command)
+        return {"requests": requests, "seconds": wall, "cpu": cpu, "rss": rss}
+
+    def curl_download(self, url, sink, http2=False):
+        output = "/dev/null" if sink == "discard" else sink
+        command = ["curl", "-s", "--cacert", f"{self.pki}/ca.pem", "-o", output, "-w", "%{time_total} %{size_download}", url]
+        command += ["--http2"] if http2 else ["--http1.1"]
+        stdout, cpu, rss, _ = self.run(command)
+        seconds, size = stdout.split()
+        return {"requests": 1, "seconds": float(seconds), "bytes": int(float(size)), "cpu": cpu, "rss": rss}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default="W1,W2,W3,W4")
+    parser.add_argument("--quick", action="store_true", help="fewer requests, one round: a smoke test")
+    options = parser.parse_args()
+    global W1_REQUESTS, W1_SLOW_REQUESTS, W2_REQUESTS, W4_CONNECTIONS
+    if options.quick:
+        options.rounds = 1
+        W1_REQUESTS, W1_SLOW_REQUESTS, W2_REQUESTS, W4_CONNECTIONS = 2000, 500, 2000, 100
+    only = set(options.only.split(","))
+    pki = setup()
+    nginx = start_nginx()
+    runner = Runner(pki)
+    began = time.monotonic()
+    base = {name: f"http{'s' if name != 'h1' else ''}://127.0.0.1:{port}" for name, port in PORTS.items()}
+    tls = runner.tls_env()
+    preload = {"LD_PRELOAD": os.path.join(BIN, "libMallocCounter.so")}
+    wrk_seconds = max(2, W1_REQUESTS // 8000)
+    try:
+        for round_number in range(options.rounds):
+            print(f"round {round_number + 1}/{options.rounds}", flush=True)
+            if "W1" in only:
+                for variant, url in [("h1", base["h1"] + "/100.bin"), ("tls-h1", base["tls-h1"] + "/100.bin"),
+                                     ("tls-h2", base["tls-h2"] + "/100.bin")]:
+                    key = f"W1 {variant}"
+                    if variant == "tls-h2":
+                        runner.record((key, "h2load"), runner.h2load(url, W1_REQUESTS, 1))
+                    else:
+                        runner.record((key, "wrk"), runner.wrk(url, 1, wrk_seconds))
+                    runner.record((key, "Courier"), runner.swift_client("courier-bench", "w1", url, W1_REQUESTS, env=tls))
+                    runner.record((key, "courier-load"), runner.courier_load(url, W1_REQUESTS, 1, 1))
+                    runner.record((key, "Go"), runner.go_client("w1", url, W1_REQUESTS, env=tls))
+                    runner.record((key, "AsyncHTTPClient"), runner.swift_client("ahc-bench", "w1", url, W1_REQUESTS, env=tls))
+                    runner.record((key, "curl"), runner.curl_many(url, W1_REQUESTS, http2=variant == "tls-h2"))
+                    if variant == "h1":
+                        runner.record((key, "FoundationNetworking"),
+                                      runner.swift_client("foundation-bench", "w1", url, W1_SLOW_REQUESTS))
+                        allocations = runner.swift_client("courier-bench", "w1", url, 2000, env=preload)
+                        runner.record(("W1 h1 allocations", "Courier"), allocations)
+            if "W2" in only:
+                url = base["h1"] + "/100.bin"
+                runner.record(("W2 h1", "wrk"), runner.wrk(url, 32, wrk_seconds))
+                runner.record(("W2 h1", "Courier"), runner.swift_client("courier-bench", "w2", url, W2_REQUESTS, 32))
+                runner.record(("W2 h1", "courier-load"), runner.courier_load(url, W2_REQUESTS, 32, 1))
+                runner.record(("W2 h1", "Go"), runner.go_client("w2", url, W2_REQUESTS, 32))
+                runner.record(("W2 h1", "AsyncHTTPClient"), runner.swift_client("ahc-bench", "w2", url, W2_REQUESTS, 32))
+                url = base["tls-h2"] + "/100.bin"
+                runner.record(("W2 tls-h2", "h2load"), runner.h2load(url, W2_REQUESTS, 32))
+                runner.record(("W2 tls-h2", "Courier"), runner.swift_client("courier-bench", "w2", url, W2_REQUESTS, 32, env=tls))
+                runner.record(("W2 tls-h2", "courier-load"), runner.courier_load(url, W2_REQUESTS, 1, 32))
+                runner.record(("W2 tls-h2", "Go"), runner.go_client("w2", url, W2_REQUESTS, 32, env=tls))
+                runner.record(("W2 tls-h2", "AsyncHTTPClient"), runner.swift_client("ahc-bench", "w2", url, W2_REQUESTS, 32, env=tls))
+            if "W3" in only:
+                for variant, url in [("h1", base["h1"] + "/1g.bin"), ("tls-h2", base["tls-h2"] + "/1g.bin")]:
+                    for sink in ["discard", os.path.join(WORK, "download.bin")]:
+                        key = f"W3 {variant} {'discard' if sink == 'discard' else 'file'}"
+                        runner.record((key, "curl"), runner.curl_download(url, sink, http2=variant == "tls-h2"))
+                        runner.record((key, "Courier"), runner.swift_client("courier-bench", "w3", url, sink, env=tls))
+                        runner.record((key, "Go"), runner.go_client("w3", url, sink, env=tls))
+                        runner.record((key, "AsyncHTTPClient"), runner.swift_client("ahc-bench", "w3", url, sink, env=tls))
+                        if sink != "discard" and os.path.exists(sink):
+                            os.remove(sink)
+            if "W4" in only:
+                url = base["tls-close"] + "/100.bin"
+                runner.record(("W4 tls", "Courier"), runner.swift_client("courier-bench", "w4", url, W4_CONNECTIONS, env=tls))
+                runner.record(("W4 tls", "Go"), runner.go_client("w4", url, W4_CONNECTIONS, env=tls))
+                runner.record(("W4 tls", "AsyncHTTPClient"), runner.swift_client("ahc-bench", "w4", url, W4_CONNECTIONS, env=tls))
+                runner.record(("W4 tls", "curl"), runner.curl_many(url, W4_CONNECTIONS))
+        micro = json.loads(runner.run([os.path.join(BIN, "parser-bench")])[0]) if "W1" in only else {}
+    finally:
+        nginx.send_signal(signal.SIGQUIT)
+        nginx.wait()
+    report(runner.samples, micro, options, time.monotonic() - began)
+
+
+REFERENCE = {"W1 h1": "wrk", "W1 tls-h1": "wrk", "W1 tls-h2": "h2load", "W2 h1": "wrk", "W2 tls-h2": "h2load"}
+
+
+def report(samples, micro, options, elapsed):
+    rows = {}
+    for (workload, client), runs in samples.items():
+        rates = [run["requests"] / run["seconds"] for run in runs if run["seconds"] > 0]
+        entry = {
+            "rounds": len(runs),
+            "requestsPerSecond": statistics.median(rates) if rates else 0,
+            "cpuMicrosecondsPerRequest": statistics.median(run["cpu"] / max(run["requests"], 1) * 1e6 for run in runs),
+            "peakRSSMB": max(run["rss"] for run in runs),
+        }
+        if all("bytes" in run for run in runs) and workload.startswith("W3"):
+            entry["MBps"] = statistics.median(run["bytes"] / run["seconds"] / 1e6 for run in runs)
+        if all("allocations" in run for run in runs):
+            entry["allocationsPerRequest"] = statistics.median(run["allocations"] / max(run["requests"], 1) for run in runs)
+        if all("connections" in run for run in runs):
+            entry["connectionsUsed"] = max(run["connections"] for run in runs)
+        rows.setdefault(workload, {})[client] = entry
+    machine = {
+        "cpu": next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?"),
+        "cores": os.cpu_count(), "kernel": platform.release(),
+        "swift": sh("swift", "--version").splitlines()[0], "nginx": subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip(),
+        "go": sh("go", "version").strip(), "curl": sh("curl", "--version").splitlines()[0],
+    }
+    now = datetime.datetime.now(datetime.timezone.utc)
+    document = {"date": now.isoformat(timespec="seconds"), "machine": machine, "rounds": options.rounds,
+                "elapsedSeconds": round(elapsed), "workloads": rows, "parser": micro}
+    os.makedirs(RESULTS, exist_ok=True)
+    stamp = now.strftime("%Y-%m-%dT%H%M")
+    for name in ["latest", stamp]:
+        with open(os.path.join(RESULTS, f"{name}.json"), "w") as handle:
+            json.dump(document, handle, indent=2, sort_keys=True)
+        with open(os.path.join(RESULTS, f"{name}.md"), "w") as handle:
+            handle.write(markdown(document))
+    print(markdown(document))
+
+
+def markdown(document):
+    lines = [f"# Courier benchmarks — {document['date']}", "",
+             f"Machine: {document['machine']['cpu']}, {document['machine']['cores']} cores, Linux {document['machine']['kernel']}; "
+             f"{document['machine']['swift']}; {document['machine']['nginx']}; {document['machine']['go']}; {document['machine']['curl']}.",
+             f"nginx on CPU 0 (1 worker, access log off), each client on CPU 1. Medians of {document['rounds']} interleaved rounds; "
+             f"the run took {document['elapsedSeconds']} s.", "",
+             "| workload | client | req/s | × reference | client CPU µs/req | MB/s | peak RSS MB | allocs/req |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for workload in sorted(document["workloads"]):
+        clients = document["workloads"][workload]
+        reference = clients.get(REFERENCE.get(workload, "curl"))
+        for client, entry in sorted(clients.items(), key=lambda item: -item[1]["requestsPerSecond"]):
+            ratio = ""
+            if reference and reference["requestsPerSecond"]:
+                base = reference.get("MBps", reference["requestsPerSecond"]) if workload.startswith("W3") else reference["requestsPerSecond"]
+                value = entry.get("MBps", entry["requestsPerSecond"]) if workload.startswith("W3") else entry["requestsPerSecond"]
+                ratio = f"{value / base:.2f}"
+            lines.append(f"| {workload} | {client} | {entry['requestsPerSecond']:.0f} | {ratio} | {entry['cpuMicrosecondsPerRequest']:.1f} | "
+                         f"{entry.get('MBps', 0):.0f} | {entry['peakRSSMB']:.1f} | {entry.get('allocationsPerRequest', '')} |")
+    if document.get("parser"):
+        lines += ["", "Parser micro-benchmarks (same input bytes):", "", "| input | parser | ns/response | MB/s |", "|---|---|---:|---:|"]
+        for name, entry in sorted(document["parser"].items()):
+            for parser in ["courier", "http-parser"]:
+                lines.append(f"| {name} | {parser} | {entry[parser]['nsPerResponse']:.0f} | {entry[parser]['MBps']:.0f} |")
+    lines += ["", "W1: 20,000 sequential GETs of 100 B on one connection (FoundationNetworking: 5,000). W2: 20,000 GETs, 32 in flight "
+              "(h1: up to 32 connections; h2: one connection). W3: a 1 GiB download to a discarding sink and to a file; "
+              "MB/s and peak RSS. W4: 1,000 new TLS connections (full handshakes: tickets and the session cache are off), "
+              "one GET each. × reference: against wrk (h1), h2load (h2) or curl (W3, W4). courier-load is Courier's load "
+              "generator on the transport; Courier is the public URLSession API."]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The benchmark comparison in one command: installs the peers when missing (nginx, wrk,
+# h2load, Go, curl, http-parser), builds the clients in release mode, and runs W1–W4 against
+# nginx with Courier and its peers. Results go to Benchmarks/results/. Options are passed to
+# run.py (--rounds N, --only W1,W3, --quick).
+set -euo pipefail
+cd "$(dirname "$0")"
+../scripts/lib/ensure-system.sh build
+need=()
+for tool in /usr/bin/time:time nginx:nginx wrk:wrk h2load:nghttp2-client go:golang-go curl:curl taskset:util-linux; do
+  command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool##*:}")
+done
+dpkg-query -W -f='${Status}' libhttp-parser-dev 2>/dev/null | grep -q "install ok installed" || need+=(libhttp-parser-dev)
+if [ ${#need[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" != "0" ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+# foundation-bench is courier-bench with the import swapped: the same code.
+mkdir -p Sources/FoundationBench
+sed 's/^import Courier$/import FoundationNetworking/' Sources/CourierBench/main.swift > Sources/FoundationBench/main.swift
+swift build -c release
+mkdir -p bin
+(cd peers/go && GOFLAGS=-mod=mod go build -o ../../bin/go-bench .)
+exec python3 run.py "$@"
