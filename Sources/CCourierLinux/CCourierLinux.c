@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 #include <netdb.h>
 #include <stddef.h>
+#include <sched.h>
+#include <unistd.h>
 
 int courier_accept4(int fd, int flags) {
     return accept4(fd, NULL, NULL, flags);
@@ -15,4 +17,14 @@ int courier_eai_nodata(void) {
 
 int courier_eai_addrfamily(void) {
     return EAI_ADDRFAMILY;
+}
+
+int courier_available_cpus(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        int count = CPU_COUNT(&set);
+        if (count > 0) return count;
+    }
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? (int)online : 1;
 }

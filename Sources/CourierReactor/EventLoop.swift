@@ -281,8 +281,9 @@ public final class EventLoopGroup: Sendable {
     public let loops: [EventLoop]
     private let nextIndex = Atomic<Int>(0)
 
-    /// A group of `count` loops (by default one per core).
-    public init(loopCount count: Int = ProcessInfo.processInfo.activeProcessorCount, name: String = "courier-loop") throws(SystemError) {
+    /// A group of `count` loops (by default one per CPU the process may run on: its affinity
+    /// mask, so a process pinned to one core runs one loop).
+    public init(loopCount count: Int = Int(courier_available_cpus()), name: String = "courier-loop") throws(SystemError) {
         var loops: [EventLoop] = []
         for index in 0..<max(count, 1) { loops.append(try EventLoop(index: index, name: name)) }
         self.loops = loops

@@ -62,6 +62,9 @@ static inline int courier_epoll_ctl(int epfd, int op, int fd, uint32_t events, u
 /// accept4(fd, NULL, NULL, flags).
 int courier_accept4(int fd, int flags);
 
+/// CPUs this process may run on (its affinity mask), at least 1.
+int courier_available_cpus(void);
+
 /// getaddrinfo's EAI_NODATA.
 int courier_eai_nodata(void);
 
