@@ -14,7 +14,11 @@ export COURIER_TEST_RUN_DIR="$run_dir"
 stop_leftovers() {
   find "$run_dir" -name server.pid 2>/dev/null | while read -r pidfile; do
     pid=$(cat "$pidfile")
-    if kill -0 "$pid" 2>/dev/null; then kill "$pid" 2>/dev/null || true; fi
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      sleep 0.2
+      kill -9 "$pid" 2>/dev/null || true
+    fi
   done
 }
 trap stop_leftovers EXIT

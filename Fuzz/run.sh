@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds every fuzz target (release, libFuzzer, address sanitizer, coverage) and runs each for
+# a while. New corpus entries are kept in Corpus/<target>/; crashes go to Findings/<target>/
+# with a one-line command that reproduces them.
+#
+#   Fuzz/run.sh [--seconds N] [--smoke] [target ...]
+#
+# --seconds N  time per target (default 60)
+# --smoke      CI mode: run on a copy of the corpus (the tree is left unchanged)
+set -euo pipefail
+cd "$(dirname "$0")"
+seconds=60
+smoke=0
+targets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) seconds="$2"; shift 2 ;;
+    --smoke) smoke=1; shift ;;
+    *) targets+=("$1"); shift ;;
+  esac
+done
+all=(http1-response http1-chunked request-encoding url-request http2-frames tls-records)
+[ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
+
+swift build -c release --sanitize=fuzzer --sanitize=address \
+  -Xswiftc -sanitize-coverage=edge,inline-8bit-counters,pc-table,trace-cmp
+
+failed=0
+for target in "${targets[@]}"; do
+  binary=".build/release/fuzz-$target"
+  corpus="Corpus/$target"
+  mkdir -p "$corpus" "Findings/$target"
+  run_corpus="$corpus"
+  if [ "$smoke" = 1 ]; then
+    run_corpus=$(mktemp -d)
+    cp -r "$corpus/." "$run_corpus/"
+  fi
+  dictionary=()
+  case "$target" in http1-*) dictionary=(-dict=Dictionaries/http1.dict) ;; esac
+  log="Findings/$target/last-run.log"
+  set +e
+  # Swift's backtracer would swallow the crash; libFuzzer must see it to write the input.
+  # Leak detection is off: the Swift runtime's caches look like leaks; -rss_limit_mb bounds memory.
+  SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 "$binary" "$run_corpus" "${dictionary[@]}" \
+    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+    -artifact_prefix="Findings/$target/" -print_final_stats=1 > "$log" 2>&1
+  status=$?
+  set -e
+  executions=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}')
+  coverage=$(grep -E '^#[0-9]+' "$log" | tail -1 | grep -o 'cov: [0-9]* ft: [0-9]*')
+  echo "fuzz-$target: ${executions:-0} executions, ${coverage:-no coverage line}, exit $status"
+  if [ "$status" != 0 ]; then
+    failed=1
+    for artifact in Findings/"$target"/crash-* Findings/"$target"/timeout-* Findings/"$target"/oom-*; do
+      [ -e "$artifact" ] || continue
+      echo "  finding: $artifact"
+      echo "  reproduce: SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 Fuzz/$binary Fuzz/$artifact"
+    done
+    tail -20 "$log" | sed 's/^/  | /'
+  fi
+  [ "$smoke" = 1 ] && rm -rf "$run_corpus"
+done
+exit $failed
