@@ -23,7 +23,8 @@ static inline int64_t courier_nghttp2_settings_value(const nghttp2_frame *frame,
     return -1;
 }
 
-/// A data provider whose source carries the stream's token (the stream id).
+/// A data provider with no source of its own: the read callback finds the stream's body by
+/// the stream id nghttp2 passes it.
 static inline nghttp2_data_provider courier_nghttp2_data_provider(nghttp2_data_source_read_callback callback) {
     nghttp2_data_provider provider;
     provider.source.ptr = NULL;

@@ -67,6 +67,8 @@ extension URLError {
             return .courier(.cancelled, "cancelled", url: url)
         case .closedDuringHandshake:
             return .courier(.secureConnectionFailed, "The server closed the connection during the TLS handshake.", url: url)
+        case .http2Setup(let why):
+            return .courier(.cannotConnectToHost, "Could not start HTTP/2 on the connection (\(why)).", url: url)
         case .untrusted(let certificate):
             switch certificate {
             case .expired:

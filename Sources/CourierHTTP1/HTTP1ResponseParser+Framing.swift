@@ -29,12 +29,12 @@ extension HTTP1ResponseParser {
             state = .chunkSize(ChunkSizeLine())
             return
         }
-        // Step 5: a valid Content-Length (conflicting ones are refused above).
+        // Step 6: a valid Content-Length (step 5, an invalid or conflicting one, is refused above).
         if let contentLength {
             state = contentLength == 0 ? .complete(trailers: nil) : .fixedBody(remaining: contentLength)
             return
         }
-        // Step 7: otherwise the body runs until the server closes the connection.
+        // Step 8 (step 7 is for requests): otherwise the body runs until the server closes the connection.
         connectionReuse = .close
         state = .untilClose
     }

@@ -118,8 +118,12 @@ public final class HTTP2ClientSession {
     /// Opens a stream for a request. HTTP/1-only fields (Connection, Keep-Alive,
     /// Proxy-Connection, Transfer-Encoding, Upgrade, Host) are dropped; names are lower-cased;
     /// `content-length` is written only for a body of known length.
-    public func submitRequest(_ head: HTTPRequestHead, body: HTTP2RequestBody) throws(HTTPFieldError) -> Int32 {
-        try head.validate()
+    public func submitRequest(_ head: HTTPRequestHead, body: HTTP2RequestBody) throws(HTTP2SubmitError) -> Int32 {
+        do {
+            try head.validate()
+        } catch {
+            throw .invalidRequest(error)
+        }
         var pairs: [(String, String)] = [
             (":method", head.method.rawValue), (":scheme", head.scheme),
             (":authority", head.authority), (":path", head.target),
@@ -156,7 +160,7 @@ public final class HTTP2ClientSession {
             }
             return nghttp2_submit_request(session, nil, &nva, nva.count, &provider, nil)
         }
-        guard streamID > 0 else { throw .invalidTarget("nghttp2 refused the request: \(String(cString: nghttp2_strerror(streamID)))") }
+        guard streamID > 0 else { throw .streamUnavailable(String(cString: nghttp2_strerror(streamID))) }
         streams[streamID] = StreamState()
         return streamID
     }
@@ -164,6 +168,15 @@ public final class HTTP2ClientSession {
     /// More body bytes are available for a stream whose source said "not ready".
     public func resumeBody(streamID: Int32) {
         _ = nghttp2_session_resume_data(session, streamID)
+    }
+
+    /// False once the connection has used up its stream identifiers (2^31 − 1, RFC 9113
+    /// section 5.1.1): further requests need a new connection.
+    public var canOpenStream: Bool { nghttp2_session_get_next_stream_id(session) <= UInt32(Int32.max) }
+
+    /// Moves the next stream identifier forward, so tests can reach the end of the space.
+    func setNextStreamID(_ streamID: Int32) {
+        _ = nghttp2_session_set_next_stream_id(session, streamID)
     }
 
     /// The delegate has taken `count` bytes of a stream's DATA: credit the windows.

@@ -62,6 +62,22 @@ public enum HTTP2Error: Error, Sendable, Equatable, CustomStringConvertible {
 
 extension HTTP2Error: RemoteProtocolError {}
 
+/// Why a request could not be opened as a stream.
+public enum HTTP2SubmitError: LocalProtocolError, Equatable {
+    /// The request head is invalid; no connection would take it.
+    case invalidRequest(HTTPFieldError)
+    /// This connection can open no more streams (its stream identifiers are used up, or
+    /// nghttp2 is out of memory); another connection can take the request.
+    case streamUnavailable(String)
+
+    public var description: String {
+        switch self {
+        case .invalidRequest(let error): return error.description
+        case .streamUnavailable(let why): return "the HTTP/2 connection cannot open another stream: \(why)"
+        }
+    }
+}
+
 /// HTTP/2 error codes (RFC 9113 section 7).
 public enum HTTP2ErrorCode {
     public static let noError: UInt32 = 0x0

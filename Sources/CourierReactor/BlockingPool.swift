@@ -27,7 +27,9 @@ public final class BlockingPool: @unchecked Sendable {
     public func submit(_ work: @escaping @Sendable () -> Void) {
         condition.lock()
         queue.append(work)
-        let startThread = idle == 0 && threads < maxThreads
+        // Idle threads only count down once they wake: compare with the work queued, so two
+        // submissions in a row never both wait for the one thread that is idle.
+        let startThread = queue.count > idle && threads < maxThreads
         if startThread { threads += 1 }
         condition.signal()
         let index = threads

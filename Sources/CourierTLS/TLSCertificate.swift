@@ -203,9 +203,18 @@ public struct TLSIdentity: Sendable {
 }
 
 /// Lends a read-only memory BIO over `bytes`.
+/// The BIO reads `bytes` in place, so it lives only inside the borrow.
 func withMemoryBIO<R>(_ bytes: [UInt8], _ body: (OpaquePointer) throws(TLSError) -> R) throws(TLSError) -> R {
-    let bio = bytes.withUnsafeBytes { BIO_new_mem_buf($0.baseAddress, Int32($0.count)) }
-    guard let bio else { throw .invalidConfiguration("out of memory") }
-    defer { BIO_free(bio) }
-    return try body(bio)
+    guard !bytes.isEmpty else { throw .invalidConfiguration("the certificate or key data is empty") }
+    guard bytes.count <= Int(Int32.max) else { throw .invalidConfiguration("the certificate or key data is too large") }
+    let result = bytes.withUnsafeBytes { raw -> Result<R, TLSError> in
+        guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return .failure(.invalidConfiguration("out of memory")) }
+        defer { BIO_free(bio) }
+        do throws(TLSError) {
+            return .success(try body(bio))
+        } catch {
+            return .failure(error)
+        }
+    }
+    return try result.get()
 }

@@ -11,6 +11,8 @@ public enum DialFailure: Error, Sendable, Equatable, CustomStringConvertible {
     case cancelled
     /// The connection closed during the handshake.
     case closedDuringHandshake
+    /// HTTP/2 could not be started on the ready connection (nghttp2 could not set up a session).
+    case http2Setup(String)
 
     public var description: String {
         switch self {
@@ -19,6 +21,7 @@ public enum DialFailure: Error, Sendable, Equatable, CustomStringConvertible {
         case .untrusted(let failure): return "the server certificate is not trusted: \(failure)"
         case .cancelled: return "cancelled"
         case .closedDuringHandshake: return "the connection closed during the TLS handshake"
+        case .http2Setup(let why): return "could not start HTTP/2: \(why)"
         }
     }
 }

@@ -42,7 +42,11 @@ final class HTTP1Connection: TransportStreamDelegate {
     let id: PoolConnectionID
     let loop: EventLoop
     let stream: TransportStream
+    /// Told of the connection's events until it closes; nil after, so no late event reaches it.
     weak var pool: PoolDriver?
+    /// The same pool, kept after the connection closes: an exchange that reaches the connection
+    /// just as it dies must still go back to the pool to be retried.
+    private weak var owner: PoolDriver?
     private var parser = HTTP1ResponseParser()
     private var active: Active?
     private var requestsCarried = 0
@@ -65,6 +69,7 @@ final class HTTP1Connection: TransportStreamDelegate {
         self.loop = stream.loop
         self.stream = stream
         self.pool = pool
+        self.owner = pool
         self.establishedAt = .now
         self.connectTimings = (connectStart, connectEnd)
         stream.delegate = self
@@ -82,7 +87,7 @@ final class HTTP1Connection: TransportStreamDelegate {
         }
         guard !isClosed, active == nil else {
             // The pool handed over a connection that died meanwhile: let the pool retry it.
-            pool?.requeueAfterStaleConnection(exchange, closedConnection: id)
+            owner?.requeueAfterStaleConnection(exchange, closedConnection: id)
             return
         }
         let pausedEarly = exchange.state.withLock { state -> Bool? in
@@ -229,6 +234,21 @@ final class HTTP1Connection: TransportStreamDelegate {
     }
 
     private var pendingEOF = false
+    /// Nesting depth of ``parse(_:)``; while above zero, a finished exchange waits for the
+    /// parse to end (see ``finishActive(_:)``).
+    private var parseDepth = 0
+    /// A response that ended inside ``parse(_:)``: released (or closed) and delivered when the
+    /// parse is over.
+    private var completionAfterParse: Completion?
+
+    /// A successful exchange on its way out.
+    struct Completion {
+        let exchange: HTTPExchange
+        let trailers: HTTPFields?
+        let metrics: ExchangeMetrics
+        /// The connection may carry another request.
+        var reusable: Bool
+    }
     /// False when TLS ended without close_notify: a close-delimited body is then truncated.
     private var endedCleanly = true
 
@@ -237,6 +257,14 @@ final class HTTP1Connection: TransportStreamDelegate {
     /// Feeds received bytes to the parser and delivers the events, until the bytes run out, the
     /// exchange pauses, or the response ends.
     private func parse(_ bytes: UnsafeRawBufferPointer) {
+        parseDepth += 1
+        defer {
+            parseDepth -= 1
+            if parseDepth == 0, let completion = completionAfterParse {
+                completionAfterParse = nil
+                complete(completion)
+            }
+        }
         var offset = 0
         while active != nil {
             let step: HTTP1ParseStep
@@ -253,7 +281,10 @@ final class HTTP1Connection: TransportStreamDelegate {
             deliver(event, from: bytes, at: base)
             if active == nil {
                 // The response ended; bytes left over mean the server sent more than asked.
-                if offset < bytes.count { close() }
+                if offset < bytes.count {
+                    completionAfterParse?.reusable = false
+                    close()
+                }
                 return
             }
             if active!.readingPaused {
@@ -333,7 +364,7 @@ final class HTTP1Connection: TransportStreamDelegate {
             if current.exchange.claimRetry(requireIdempotent: true) {
                 active = nil
                 cancelTimeout()
-                pool?.requeueAfterStaleConnection(current.exchange, closedConnection: id)
+                owner?.requeueAfterStaleConnection(current.exchange, closedConnection: id)
                 return
             }
         }
@@ -355,17 +386,32 @@ final class HTTP1Connection: TransportStreamDelegate {
         let exchange = current.exchange
         switch result {
         case .success(let trailers):
-            if exchange.markFinished() {
-                exchange.delegate.exchange(exchange, didCompleteWithTrailers: trailers, metrics: current.metrics)
-            }
             let reusable = parser.connectionReuse == .keepAlive && bodyComplete && stash.isEmpty && !pendingEOF
-            if reusable && !isClosed {
-                pool?.connectionReleased(id)
+            let completion = Completion(exchange: exchange, trailers: trailers, metrics: current.metrics, reusable: reusable)
+            // Released at once, the pool could hand this connection a waiting request right
+            // here, and bytes still being parsed would be taken for its response: inside a
+            // parse, everything waits until the parse has checked for leftovers.
+            if parseDepth > 0 {
+                completionAfterParse = completion
             } else {
-                close()
+                complete(completion)
             }
         case .failure(let error):
             exchange.fail(error, metrics: current.metrics)
+        }
+    }
+
+    /// Gives the connection back to the pool (or closes it), then tells the exchange's delegate.
+    /// In this order, a caller that sends its next request as soon as it hears of this one's
+    /// end finds the connection idle, rather than opening another.
+    private func complete(_ completion: Completion) {
+        if completion.reusable && !isClosed {
+            pool?.connectionReleased(id)
+        } else {
+            close()
+        }
+        if completion.exchange.markFinished() {
+            completion.exchange.delegate.exchange(completion.exchange, didCompleteWithTrailers: completion.trailers, metrics: completion.metrics)
         }
     }
 

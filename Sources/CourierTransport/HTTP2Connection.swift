@@ -36,7 +36,22 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     let id: PoolConnectionID
     let loop: EventLoop
     let stream: TransportStream
+    /// Told of the connection's events until it closes; nil after, so no late event reaches it.
     weak var pool: PoolDriver?
+    /// The same pool, kept after the connection closes: an exchange that reaches the connection
+    /// just as it dies must still go back to the pool to be retried.
+    private weak var owner: PoolDriver?
+    /// Set when the connection has started to fail its streams on its way to closing: from then
+    /// on it takes no new exchange and frees no stream slot in the pool, which would otherwise
+    /// hand a waiting request to a connection about to die.
+    private var isRetiring = false
+    /// True while nghttp2 is receiving or sending: its callbacks reach the pool, which may hand
+    /// this connection a new exchange at once, and nghttp2 must not be re-entered to send it.
+    /// A flush asked for meanwhile runs when the outer call returns.
+    private var inSessionIO = false
+    /// The connection opens no more streams (see ``retireFromPool()``).
+    private var isExhausted = false
+    private var flushRequested = false
     private var session: HTTP2ClientSession!
     private var streams: [Int32: Stream] = [:]
     private var streamsByExchange: [ObjectIdentifier: Int32] = [:]
@@ -66,6 +81,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         self.loop = stream.loop
         self.stream = stream
         self.pool = pool
+        self.owner = pool
         self.connectTimings = (connectStart, connectEnd)
         session = try HTTP2ClientSession(configuration: configuration)
         session.delegate = self
@@ -77,10 +93,10 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
 
     func execute(_ exchange: HTTPExchange) {
         loop.assertInEventLoop()
-        guard !isClosed, session.goAwayLastStreamID == nil else {
+        guard !isClosed, !isRetiring, session.goAwayLastStreamID == nil, session.connectionFailure == nil, !isExhausted else {
             // Closed or going away: this connection will open no stream for it.
-            pool?.requeueAfterStaleConnection(exchange, closedConnection: id)
-            if !isClosed { pool?.streamClosed(id) }
+            owner?.requeueAfterStaleConnection(exchange, closedConnection: id)
+            if !isClosed && !isRetiring { pool?.streamClosed(id) }
             return
         }
         let pausedEarly = exchange.state.withLock { state -> Bool? in
@@ -130,14 +146,21 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         let streamID: Int32
         do {
             streamID = try session.submitRequest(request.head, body: kind)
-        } catch {
+        } catch .invalidRequest(let error) {
             exchange.fail(.localProtocol(error), metrics: metrics)
             pool?.streamClosed(id)
+            return
+        } catch {
+            // This connection is done opening streams; another one can carry the request.
+            retireFromPool()
+            pool?.streamClosed(id)
+            owner?.requeueAfterStaleConnection(exchange, closedConnection: id)
             return
         }
         if case .none = source { metrics.requestEnd = .now }
         streams[streamID] = Stream(exchange: exchange, metrics: metrics, body: source, lastActivity: .now)
         streamsByExchange[ObjectIdentifier(exchange)] = streamID
+        if !session.canOpenStream { retireFromPool() }
         armTimeout(streamID, request.idleTimeout, deadline: request.deadline)
         if pausedEarly { setReadingPaused(true, for: exchange) }
         flush()
@@ -174,9 +197,19 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     /// Sends what the session has queued, then acts on a connection error it found.
     private func flush() {
         guard !isClosed else { return }
-        outgoing.clear()
-        session.drainOutput(into: &outgoing)
-        if !outgoing.isEmpty { outgoing.withReadableBytes { stream.write([$0]) } }
+        if inSessionIO {
+            flushRequested = true
+            return
+        }
+        repeat {
+            flushRequested = false
+            outgoing.clear()
+            inSessionIO = true
+            session.drainOutput(into: &outgoing)
+            inSessionIO = false
+            if !outgoing.isEmpty { outgoing.withReadableBytes { stream.write([$0]) } }
+        } while flushRequested && !isClosed
+        guard !isClosed else { return }
         if let failure = session.connectionFailure {
             failAll(.remoteProtocol(failure))
             close()
@@ -187,6 +220,8 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
 
     func streamDidRead(_ bytes: UnsafeRawBufferPointer) {
         do {
+            inSessionIO = true
+            defer { inSessionIO = false }
             try session.receive(bytes)
         } catch {
             failAll(.remoteProtocol(error))
@@ -216,16 +251,17 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     /// The connection died: streams that never saw a response byte are retried when they may
     /// be; the rest fail.
     private func connectionLost(_ error: TransportError) {
+        isRetiring = true
         for (streamID, current) in streams {
             let refused = session.goAwayLastStreamID.map { streamID > $0 } ?? false
             if refused && current.exchange.claimRetry(requireIdempotent: false, allowed: Self.maxRefusedRetries) {
                 // Above the GOAWAY's last stream id: the server never processed it.
                 dropStream(streamID)
-                pool?.requeueAfterStaleConnection(current.exchange, closedConnection: id)
+                owner?.requeueAfterStaleConnection(current.exchange, closedConnection: id)
             } else if !current.receivedResponseBytes && current.metrics.isReusedConnection
                 && current.exchange.claimRetry(requireIdempotent: true) {
                 dropStream(streamID)
-                pool?.requeueAfterStaleConnection(current.exchange, closedConnection: id)
+                owner?.requeueAfterStaleConnection(current.exchange, closedConnection: id)
             } else {
                 finishStream(streamID, .failure(error))
             }
@@ -234,6 +270,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     }
 
     private func failAll(_ error: TransportError) {
+        isRetiring = true
         for streamID in Array(streams.keys) { finishStream(streamID, .failure(error)) }
     }
 
@@ -299,6 +336,15 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
 
     func http2DidReceiveMaxConcurrentStreams(_ limit: Int) {
         pool?.http2SettingsReceived(id, maxConcurrentStreams: limit)
+    }
+
+    /// Stops the pool from giving this connection new streams, as when the server sends
+    /// GOAWAY; the connection closes once its last stream ends.
+    private func retireFromPool() {
+        guard !isExhausted else { return }
+        isExhausted = true
+        pool?.goAwayReceived(id)
+        if streams.isEmpty { close() }
     }
 
     func http2DidReceiveGoAway(lastStreamID: Int32, errorCode: UInt32) {
@@ -410,13 +456,17 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         case .failure(let error):
             current.exchange.fail(error, metrics: current.metrics)
         }
-        if !isClosed { pool?.streamClosed(id) }
+        if !isClosed && !isRetiring { pool?.streamClosed(id) }
+        if isExhausted && streams.isEmpty { close() }
     }
 
     private func dropStream(_ streamID: Int32) {
         guard let current = streams.removeValue(forKey: streamID) else { return }
         streamsByExchange[ObjectIdentifier(current.exchange)] = nil
         if let timer = current.timer { loop.cancelTimer(timer) }
+        // Bytes stashed for a paused stream were never credited: give them back to the
+        // connection window, or a few abandoned paused streams would stall every other one.
+        if !current.stash.isEmpty { session.consume(streamID: streamID, count: current.stash.count) }
     }
 
     func close() {

@@ -16,6 +16,12 @@ final class PoolDriver: Sendable {
         var exchanges: [PoolRequestID: HTTPExchange] = [:]
         var connections: [PoolConnectionID: ConnectionHandle] = [:]
         var nextRequestID = 0
+        /// When each request still waiting for a connection times out.
+        var waitDeadlines: [PoolRequestID: ContinuousClock.Instant] = [:]
+        /// The time the current wait timer fires, and its generation: a timer whose
+        /// generation is no longer current does nothing.
+        var waitTimer: (at: ContinuousClock.Instant, generation: Int)?
+        var waitTimerGeneration = 0
     }
 
     let origin: Origin
@@ -38,20 +44,94 @@ final class PoolDriver: Sendable {
 
     // MARK: Events from the transport and its connections
 
-    /// Queues an exchange for a connection.
+    /// Queues an exchange for a connection. Waiting counts against the request's timeouts, as
+    /// URLSession's request timeout covers the wait for a connection: a request still waiting
+    /// when its idle timeout or deadline passes fails as timed out.
     func submit(_ exchange: HTTPExchange, requiresNewConnection: Bool = false) {
-        let actions = state.withLock { state -> [Action] in
+        var waitTimer: (at: ContinuousClock.Instant, generation: Int)?
+        let actions = state.withLock { state -> [Action]? in
             let id = PoolRequestID(state.nextRequestID)
             state.nextRequestID += 1
+            let cancelled = exchange.state.withLock { exchangeState -> Bool in
+                // A cancel that came while the exchange was between pools or connections
+                // (being retried) found no queue to take it out of: honour it here.
+                if exchangeState.cancelRequested { return true }
+                exchangeState.phase = .queued(self, id)
+                return false
+            }
+            if cancelled { return nil }
             state.exchanges[id] = exchange
-            exchange.state.withLock { $0.phase = .queued(self, id) }
-            return state.machine.requestQueued(id, requiresNewConnection: requiresNewConnection)
+            let actions = state.machine.requestQueued(id, requiresNewConnection: requiresNewConnection)
+            if !actions.contains(where: { if case .executeRequest(id, _) = $0 { true } else { false } }) {
+                var deadline = ContinuousClock.now + exchange.request.idleTimeout
+                if let resourceDeadline = exchange.request.deadline { deadline = min(deadline, resourceDeadline) }
+                state.waitDeadlines[id] = deadline
+                if state.waitTimer.map({ deadline < $0.at }) ?? true {
+                    state.waitTimerGeneration += 1
+                    state.waitTimer = (deadline, state.waitTimerGeneration)
+                    waitTimer = state.waitTimer
+                }
+            }
+            return actions
+        }
+        guard let actions else {
+            exchange.fail(.cancelled)
+            return
         }
         run(actions)
+        if let waitTimer { armWaitTimer(waitTimer) }
     }
 
     func cancel(_ id: PoolRequestID) {
-        run(state.withLock { $0.machine.requestCancelled(id) })
+        run(state.withLock { state in
+            state.waitDeadlines[id] = nil
+            return state.machine.requestCancelled(id)
+        })
+    }
+
+    private func armWaitTimer(_ timer: (at: ContinuousClock.Instant, generation: Int)) {
+        let loop = group.next()
+        loop.execute { [self] in
+            loop.scheduleTimer(at: timer.at) { [self] in waitTimerFired(generation: timer.generation) }
+        }
+    }
+
+    /// Fails the requests whose wait has outlasted their timeout, and arms the timer for the
+    /// next one to expire.
+    private func waitTimerFired(generation: Int) {
+        let now = ContinuousClock.now
+        var expired: [HTTPExchange] = []
+        var actions: [Action] = []
+        var next: (at: ContinuousClock.Instant, generation: Int)?
+        state.withLock { state in
+            guard state.waitTimer?.generation == generation else { return }
+            state.waitTimer = nil
+            var earliest: ContinuousClock.Instant?
+            for (id, deadline) in state.waitDeadlines {
+                if deadline <= now {
+                    state.waitDeadlines[id] = nil
+                    // Only a request the machine still holds as waiting: one it has just
+                    // given a connection is that connection's to time out now.
+                    let cancelled = state.machine.requestCancelled(id)
+                    if !cancelled.isEmpty {
+                        actions += cancelled
+                        if let exchange = state.exchanges.removeValue(forKey: id) { expired.append(exchange) }
+                    }
+                } else {
+                    earliest = min(earliest ?? deadline, deadline)
+                }
+            }
+            if let earliest {
+                state.waitTimerGeneration += 1
+                state.waitTimer = (earliest, state.waitTimerGeneration)
+                next = state.waitTimer
+            }
+        }
+        for exchange in expired { exchange.fail(.timedOut) }
+        // The machine answers each cancellation with a failRequest for an exchange no longer
+        // in the table: nothing more is delivered.
+        run(actions)
+        if let next { armWaitTimer(next) }
     }
 
     func connectionReleased(_ id: PoolConnectionID) {
@@ -100,7 +180,8 @@ final class PoolDriver: Sendable {
                 dial(id)
             case .executeRequest(let requestID, let connectionID):
                 let (exchange, connection) = state.withLock { state in
-                    (state.exchanges.removeValue(forKey: requestID), state.connections[connectionID])
+                    state.waitDeadlines[requestID] = nil
+                    return (state.exchanges.removeValue(forKey: requestID), state.connections[connectionID])
                 }
                 guard let exchange else { continue }
                 guard let connection else {
@@ -110,7 +191,10 @@ final class PoolDriver: Sendable {
                 }
                 connection.onLoop { $0.execute(exchange) }
             case .failRequest(let requestID, let failure):
-                let exchange = state.withLock { $0.exchanges.removeValue(forKey: requestID) }
+                let exchange = state.withLock { state in
+                    state.waitDeadlines[requestID] = nil
+                    return state.exchanges.removeValue(forKey: requestID)
+                }
                 switch failure {
                 case .dialFailed(let error): exchange?.fail(error == .cancelled ? .cancelled : .dial(error))
                 case .cancelled: exchange?.fail(.cancelled)
@@ -156,7 +240,7 @@ final class PoolDriver: Sendable {
                         connectionFailed(id, .connect(.connect(error)))
                         return
                     }
-                    secure(channel, id: id, connectStart: connectStart)
+                    secure(channel, id: id, connectStart: connectStart, deadline: connectStart + environment.connectTimeout)
                 case .failure(let error):
                     connectionFailed(id, .connect(error))
                 }
@@ -171,8 +255,8 @@ final class PoolDriver: Sendable {
     }
 
     /// Wraps a connected channel in TLS for https (plain TCP otherwise) and hands the
-    /// connection to the pool.
-    private func secure(_ channel: StreamChannel, id: PoolConnectionID, connectStart: ContinuousClock.Instant) {
+    /// connection to the pool. The handshake shares the connect `deadline`.
+    private func secure(_ channel: StreamChannel, id: PoolConnectionID, connectStart: ContinuousClock.Instant, deadline: ContinuousClock.Instant) {
         let connectEnd = ContinuousClock.now
         guard origin.scheme == .https else {
             established(id, stream: PlainStream(channel: channel), http2: environment.http2PriorKnowledge, connectStart: connectStart, connectEnd: connectEnd)
@@ -195,7 +279,7 @@ final class PoolDriver: Sendable {
             securityDelegate: environment.securityDelegate,
             exchangeForChallenge: { [weak self] in self?.oldestWaitingExchange() }
         )
-        stream.startHandshake { [self] result in
+        stream.startHandshake(deadline: deadline) { [self] result in
             switch result {
             case .success:
                 established(id, stream: stream, http2: stream.tls?.applicationProtocol == "h2", connectStart: connectStart, connectEnd: connectEnd)
@@ -222,7 +306,7 @@ final class PoolDriver: Sendable {
                 kind = .http2(maxConcurrentStreams: HTTP2Connection.assumedMaxConcurrentStreams)
             } catch {
                 stream.close()
-                connectionFailed(id, .tls(.protocolViolation("\(error)")))
+                connectionFailed(id, .http2Setup("\(error)"))
                 return
             }
         } else {

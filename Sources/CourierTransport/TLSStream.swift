@@ -26,6 +26,7 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
     private(set) var tls: TLSDetails?
     private var phase = Phase.handshaking
     private var completion: HandshakeCompletion?
+    private var handshakeTimer: TimerID?
     private var outgoing = ByteBuffer()
     private var readingPaused = false
     private var sawEOF = false
@@ -58,9 +59,15 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
 
     // MARK: Handshake
 
-    /// Starts the handshake; `completion` runs once on the loop.
-    func startHandshake(_ completion: @escaping HandshakeCompletion) {
+    /// Starts the handshake; `completion` runs once on the loop. The handshake, the delegate's
+    /// decisions included, must be over by `deadline`, or it fails as timed out.
+    func startHandshake(deadline: ContinuousClock.Instant, _ completion: @escaping HandshakeCompletion) {
         self.completion = completion
+        handshakeTimer = loop.scheduleTimer(at: deadline) { [weak self] in
+            guard let self else { return }
+            handshakeTimer = nil
+            finishHandshake(.failure(.connect(.timedOut)))
+        }
         advanceHandshake()
     }
 
@@ -134,6 +141,9 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
             )
             keepNewSession()
             finishHandshake(.success(()))
+            // Records that came with the last handshake flight or during the decision (an h2
+            // server's SETTINGS, say) sit in the engine; no read event will announce them.
+            loop.executeSoon { [weak self] in self?.readPlaintext() }
         case .reject(let failure):
             sessionCache.remove(Self.sessionKey(origin))
             finishHandshake(.failure(.untrusted(failure)))
@@ -145,6 +155,8 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
     private func finishHandshake(_ result: Result<Void, DialFailure>) {
         guard let completion else { return }
         self.completion = nil
+        if let handshakeTimer { loop.cancelTimer(handshakeTimer) }
+        handshakeTimer = nil
         if case .failure = result {
             phase = .closed
             channel.close()
@@ -222,10 +234,7 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
 
     func channel(_ channel: StreamChannel, didFail error: SystemError) {
         if completion != nil {
-            phase = .closed
-            let completion = self.completion
-            self.completion = nil
-            completion?(.failure(.connect(.connect(error))))
+            finishHandshake(.failure(.connect(.connect(error))))
             return
         }
         phase = .closed

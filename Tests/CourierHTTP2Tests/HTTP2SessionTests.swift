@@ -240,6 +240,26 @@ struct HTTP2SessionTests {
         #expect(link.client.remoteMaxConcurrentStreams == 7)
     }
 
+    @Test("when stream identifiers run out, the session says so and refuses another stream")
+    func streamIdentifiersRunOut() throws {
+        let link = try Link()
+        link.client.setNextStreamID(Int32.max)
+        #expect(link.client.canOpenStream)
+        let head = HTTPRequestHead(method: .get, target: "/last", authority: "example.test", scheme: "https")
+        let last = try link.client.submitRequest(head, body: .none)
+        #expect(last == Int32.max)
+        #expect(!link.client.canOpenStream)
+        do {
+            _ = try link.client.submitRequest(head, body: .none)
+            Issue.record("a stream beyond 2^31 - 1 was opened")
+        } catch .streamUnavailable {
+        } catch {
+            Issue.record("expected streamUnavailable, got \(error)")
+        }
+        try link.pump()
+        #expect(link.server.requests[last] != nil, "the last stream still goes out")
+    }
+
     @Test("request bodies: known length with content-length, streamed with pauses")
     func requestBodies() throws {
         let link = try Link()

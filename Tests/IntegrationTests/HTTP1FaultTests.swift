@@ -221,6 +221,53 @@ struct HTTP1FaultTests {
         #expect(server.connectionCount == 2)
     }
 
+    @Test("bytes after a response never reach the request waiting for that connection")
+    func strayBytesWithWaiter() async throws {
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            guard connection.index == 0 else {
+                connection.respond(body: Array("fresh".utf8))
+                return
+            }
+            // Long enough for the second request to queue behind the first.
+            Thread.sleep(forTimeInterval: 0.3)
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nforge")
+            connection.readToEOF(timeout: 2)
+        }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = 1
+        let session = URLSession(configuration: configuration)
+        async let first = session.data(from: server.url("/1"))
+        try await Task.sleep(for: .milliseconds(100))
+        let (second, _) = try await session.data(from: server.url("/2"))
+        #expect(String(decoding: try await first.0, as: UTF8.self) == "ok")
+        #expect(String(decoding: second, as: UTF8.self) == "fresh", "the forged bytes were never taken as a response")
+        #expect(server.connectionCount == 2)
+    }
+
+    @Test("a request waiting for a busy connection times out after its request timeout")
+    func waitingRequestTimesOut() async throws {
+        let targets = Mutex<[String]>([])
+        let server = try ScriptedServer { connection in
+            guard let request = connection.readRequest() else { return }
+            targets.withLock { $0.append(request.target) }
+            Thread.sleep(forTimeInterval: 2)
+            connection.respond(body: Array("slow".utf8))
+        }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = 1
+        let session = URLSession(configuration: configuration)
+        var slow = URLRequest(url: server.url("/slow"))
+        slow.timeoutInterval = 10
+        async let first = session.data(for: slow)
+        try await Task.sleep(for: .milliseconds(100))
+        var waiting = URLRequest(url: server.url("/waiting"))
+        waiting.timeoutInterval = 0.5
+        await expectURLError(.timedOut) { _ = try await session.data(for: waiting) }
+        #expect(String(decoding: try await first.0, as: UTF8.self) == "slow")
+        #expect(!targets.withLock { $0 }.contains("/waiting"), "the timed-out request was never sent")
+    }
+
     @Test("an HTTP/1.0 close-delimited body is read to the end and the connection is not reused")
     func http10() async throws {
         let server = try ScriptedServer { connection in
