@@ -3,18 +3,21 @@
 # a while. New corpus entries are kept in Corpus/<target>/; crashes go to Findings/<target>/
 # with a one-line command that reproduces them.
 #
-#   Fuzz/run.sh [--seconds N] [--smoke] [target ...]
+#   Fuzz/run.sh [--seconds N] [--runs N] [--smoke] [target ...]
 #
 # --seconds N  time per target (default 60)
+# --runs N     stop a target after N executions if that comes first
 # --smoke      CI mode: run on a copy of the corpus (the tree is left unchanged)
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds=60
+runs=-1
 smoke=0
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
+    --runs) runs="$2"; shift 2 ;;
     --smoke) smoke=1; shift ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -42,7 +45,7 @@ for target in "${targets[@]}"; do
   # Swift's backtracer would swallow the crash; libFuzzer must see it to write the input.
   # Leak detection is off: the Swift runtime's caches look like leaks; -rss_limit_mb bounds memory.
   SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 "$binary" "$run_corpus" "${dictionary[@]}" \
-    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+    -max_total_time="$seconds" -runs="$runs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
     -artifact_prefix="Findings/$target/" -print_final_stats=1 > "$log" 2>&1
   status=$?
   set -e

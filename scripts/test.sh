@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, transcript, reactor, pool and integration tests against real
-# servers on loopback (nginx, nghttpd, a scripted raw server). Installs what is missing first.
+# servers on loopback (nginx, nghttpd, a scripted raw server), then every fuzz target for 30
+# seconds as a smoke test (fails on any crash). Installs what is missing first. Arguments, if
+# any, go to `swift test` instead (e.g. --filter HTTP1), and the fuzz smoke run is skipped.
 # Servers are started by the tests themselves and stopped by PID; anything left over after the
 # run is stopped here from the PID files under .test-run/.
 set -euo pipefail
@@ -31,4 +33,6 @@ else
   # their own afterwards so that their load cannot skew the timing-sensitive tests.
   swift test --skip-build --skip "largeTransfers"
   swift test --skip-build --filter "largeTransfers"
+  # On a copy of the corpus: the smoke run leaves the tree as it found it.
+  Fuzz/run.sh --seconds 30 --smoke
 fi

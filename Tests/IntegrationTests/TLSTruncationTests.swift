@@ -2,6 +2,7 @@ import CourierCore
 import CourierTLS
 import Courier
 import Foundation
+import Synchronization
 import Testing
 import _CourierTestSupport
 
@@ -79,6 +80,30 @@ struct TLSTruncationTests {
         } catch let error as URLError {
             #expect(error.code == .networkConnectionLost)
         }
+    }
+
+    @Test("a server silent after the ClientHello: the request times out and the handshake is abandoned")
+    func silentHandshake() async throws {
+        let abandoned = Mutex<Bool?>(nil)
+        let server = try ScriptedServer { connection in
+            _ = connection.readAvailable(timeout: 5)
+            let start = ContinuousClock.now
+            _ = connection.readToEOF(timeout: 8)
+            // The client closes as its connect deadline passes, long before the 8 s wait ends.
+            abandoned.withLock { $0 = ContinuousClock.now - start < .seconds(6) }
+        }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 0.5
+        let session = URLSession(configuration: configuration)
+        defer { session.finishTasksAndInvalidate() }
+        do {
+            _ = try await session.data(from: URL(string: "https://127.0.0.1:\(server.port)/")!)
+            Issue.record("a handshake the server never answered succeeded")
+        } catch let error as URLError {
+            #expect(error.code == .timedOut)
+        }
+        while abandoned.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(abandoned.withLock { $0 } == true, "the client kept the silent handshake open")
     }
 
     @Test("a Content-Length body over TLS needs no close_notify")
