@@ -183,7 +183,9 @@ final class HTTP1Connection: TransportStreamDelegate {
         } else {
             active!.lastActivity = loop.now
             drainStash()
-            if let current = active, !current.readingPaused { stream.resumeReading() }
+            // Unless the exchange paused again. One that ended meanwhile leaves the connection
+            // idle or carrying the next exchange, and either must read.
+            if !isClosed && !(active?.readingPaused ?? false) { stream.resumeReading() }
         }
     }
 
@@ -318,13 +320,15 @@ final class HTTP1Connection: TransportStreamDelegate {
     }
 
     private func drainStash() {
-        guard !stash.isEmpty else {
-            if pendingEOF { handleEOF() }
-            return
+        if stash.isEmpty {
+            // Even with nothing stashed the parser may hold an event: the end of a body whose
+            // last bytes were delivered just before the exchange paused.
+            if active != nil { parse(UnsafeRawBufferPointer(start: nil, count: 0)) }
+        } else {
+            let pending = stash.readableBytesArray()
+            stash.clear()
+            pending.withUnsafeBytes { parse($0) }
         }
-        let pending = stash.readableBytesArray()
-        stash.clear()
-        pending.withUnsafeBytes { parse($0) }
         if pendingEOF && stash.isEmpty && (active == nil || !active!.readingPaused) {
             handleEOF()
         }

@@ -448,6 +448,9 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         dropStream(streamID)
         current.metrics.responseEnd = .now
         current.metrics.requestBodyBytesSent = current.bodyBytesSent
+        // The slot is free before the delegate hears: a request sent as soon as this one ends
+        // finds room on this connection rather than dialing another.
+        if !isClosed && !isRetiring { pool?.streamClosed(id) }
         switch result {
         case .success(let trailers):
             if current.exchange.markFinished() {
@@ -456,7 +459,6 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         case .failure(let error):
             current.exchange.fail(error, metrics: current.metrics)
         }
-        if !isClosed && !isRetiring { pool?.streamClosed(id) }
         if isExhausted && streams.isEmpty { close() }
     }
 
@@ -492,7 +494,8 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     }
 
     private func timeoutFired(_ streamID: Int32, _ timeout: Duration) {
-        guard let current = streams[streamID], !current.endedWhilePaused else { return }
+        // A stream that ended while paused is still paused: only its deadline can end it.
+        guard let current = streams[streamID] else { return }
         let now = ContinuousClock.now
         let deadline = current.exchange.request.deadline
         if let deadline, now >= deadline {

@@ -178,7 +178,7 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
     }
 
     var isUnfitForReuse: Bool {
-        phase != .established || engine.hasBufferedPlaintext || channel.peekPendingInput() != .nothing
+        phase != .established || engine.hasBufferedInput || channel.peekPendingInput() != .nothing
     }
 
     func pauseReading() {

@@ -268,6 +268,37 @@ struct HTTP1FaultTests {
         #expect(!targets.withLock { $0 }.contains("/waiting"), "the timed-out request was never sent")
     }
 
+    @Test("a body whose last bytes arrive as the delegate falls behind completes once it catches up")
+    func pausedAfterTheLastBytes() async throws {
+        // Below the 4 MiB delivery backlog at which reading pauses, then over it with the last
+        // bytes, which arrive on their own: the pause falls between the body's end and its
+        // end event.
+        let first = 4 * 1024 * 1024 - 512
+        let last = 1024
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: \(first + last)\r\n\r\n")
+            connection.write([UInt8](repeating: 0x61, count: first))
+            Thread.sleep(forTimeInterval: 0.5)
+            connection.write([UInt8](repeating: 0x62, count: last))
+            _ = connection.readToEOF(timeout: 10)
+        }
+        let holdFirst = Mutex(true)
+        let delegate = RecordingDelegate { _ in
+            // The first delivery holds the delegate queue; the rest queues up behind it.
+            if holdFirst.withLock({ state in defer { state = false }; return state }) { Thread.sleep(forTimeInterval: 1) }
+        }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 5
+        let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        session.dataTask(with: server.url("/")).resume()
+        await delegate.waitForCompletion()
+        let record = delegate.record.withLock { ($0.error.map { "\($0)" }, $0.data.count) }
+        #expect(record.0 == nil)
+        #expect(record.1 == first + last)
+    }
+
     @Test("an HTTP/1.0 close-delimited body is read to the end and the connection is not reused")
     func http10() async throws {
         let server = try ScriptedServer { connection in

@@ -15,9 +15,10 @@ struct TLSTruncationTests {
         _ = try TestCertificates.make()
     }
 
-    /// Runs a TLS handshake on `connection`, reads a request and writes `response`; then sends
-    /// close_notify or not, and closes.
-    static func serve(_ connection: ScriptedConnection, response: String, closeNotify: Bool) throws {
+    /// Runs a TLS handshake on `connection`, reads a request and writes `response` (after
+    /// `delay`), each of `records` as a record of its own in the same write; then sends
+    /// close_notify or not.
+    static func serve(_ connection: ScriptedConnection, response: String, records: [String] = [], delay: TimeInterval = 0, closeNotify: Bool) throws {
         let pki = try TestCertificates.make()
         let identity = try TLSIdentity.pem(certificateChain: pki.bytes("server.pem"), privateKey: pki.bytes("server.key"))
         let context = try TLSContext(role: .server(identity: identity), configuration: TLSContext.Configuration())
@@ -48,7 +49,10 @@ struct TLSTruncationTests {
             if input.isEmpty { return }
             input.withUnsafeBytes { engine.feed($0) }
         }
-        try Array(response.utf8).withUnsafeBytes { try engine.write($0) }
+        if delay > 0 { Thread.sleep(forTimeInterval: delay) }
+        for record in [response] + records {
+            try Array(record.utf8).withUnsafeBytes { try engine.write($0) }
+        }
         flush()
         if closeNotify {
             engine.close()
@@ -104,6 +108,31 @@ struct TLSTruncationTests {
         }
         while abandoned.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(50)) }
         #expect(abandoned.withLock { $0 } == true, "the client kept the silent handshake open")
+    }
+
+    @Test("a forged response in the next TLS record never reaches the request waiting for the connection")
+    func forgedRecordWithWaiter() async throws {
+        let server = try ScriptedServer { connection in
+            guard connection.index == 0 else {
+                try? TLSTruncationTests.serve(connection, response: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfresh", closeNotify: true)
+                return
+            }
+            // The delay lets the second request queue behind the first.
+            try? TLSTruncationTests.serve(
+                connection, response: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                records: ["HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nforge"], delay: 0.3, closeNotify: false
+            )
+            _ = connection.readToEOF(timeout: 3)
+        }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = 1
+        let session = URLSession(configuration: configuration)
+        defer { session.finishTasksAndInvalidate() }
+        async let first = session.data(from: URL(string: "https://127.0.0.1:\(server.port)/1")!)
+        try await Task.sleep(for: .milliseconds(100))
+        let (second, _) = try await session.data(from: URL(string: "https://127.0.0.1:\(server.port)/2")!)
+        #expect(String(decoding: try await first.0, as: UTF8.self) == "ok")
+        #expect(String(decoding: second, as: UTF8.self) == "fresh", "the forged record was never taken as a response")
     }
 
     @Test("a Content-Length body over TLS needs no close_notify")
