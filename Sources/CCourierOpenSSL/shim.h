@@ -43,7 +43,6 @@ static inline size_t courier_BIO_pending(BIO *bio) {
 
 static inline uint64_t courier_SSL_OP_NO_RENEGOTIATION(void) { return SSL_OP_NO_RENEGOTIATION; }
 static inline uint64_t courier_SSL_OP_NO_COMPRESSION(void) { return SSL_OP_NO_COMPRESSION; }
-static inline uint64_t courier_SSL_OP_NO_TICKET(void) { return SSL_OP_NO_TICKET; }
 
 static inline int courier_sk_X509_num(const STACK_OF(X509) *stack) { return sk_X509_num(stack); }
 static inline X509 *courier_sk_X509_value(const STACK_OF(X509) *stack, int index) { return sk_X509_value(stack, index); }
@@ -62,12 +61,6 @@ static inline void courier_OPENSSL_free(void *pointer) { OPENSSL_free(pointer); 
 /// An ex_data index for SSL objects, to find the Swift engine from inside a callback.
 static inline int courier_SSL_get_ex_new_index(void) {
     return SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
-}
-
-/// The key exchange group's name of a handshake, or NULL.
-static inline const char *courier_SSL_group_name(SSL *ssl) {
-    int nid = SSL_get_shared_group(ssl, 0);
-    return nid > 0 ? OBJ_nid2sn(nid) : NULL;
 }
 
 #endif

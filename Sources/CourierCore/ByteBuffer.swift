@@ -44,7 +44,7 @@ public struct ByteBuffer: ~Copyable {
         minimumCount: Int,
         _ body: (UnsafeMutableRawBufferPointer) throws(E) -> Int
     ) throws(E) -> Int {
-        reserveWritable(minimumCount)
+        reserveWritable(Swift.max(minimumCount, 1))
         let space = UnsafeMutableRawBufferPointer(start: base! + writerIndex, count: capacity - writerIndex)
         let written = try body(space)
         precondition(written >= 0 && written <= space.count, "wrote outside the lent space")

@@ -283,7 +283,7 @@ public final class TLSEngine {
 
     /// True when anything received waits inside the engine: decrypted bytes, or records fed
     /// but not yet read (SSL_pending counts only the record being read).
-    public var hasBufferedInput: Bool { SSL_pending(ssl) > 0 || BIO_ctrl_pending(readBIO) > 0 }
+    public var hasBufferedInput: Bool { SSL_pending(ssl) > 0 || courier_BIO_pending(readBIO) > 0 }
 
     /// Queues close_notify.
     public func close() {
