@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.path.join(HERE, ".build", "release")
@@ -76,7 +77,7 @@ http {{
     fastcgi_temp_path {WORK}/fastcgi;
     uwsgi_temp_path {WORK}/uwsgi;
     scgi_temp_path {WORK}/scgi;
-    server {{ listen 127.0.0.1:{PORTS['h1']}; root {WORK}/www; }}
+    server {{ listen 127.0.0.1:{PORTS['h1']}; root {WORK}/www; location = /_status {{ stub_status; }} }}
     server {{ listen 127.0.0.1:{PORTS['tls-h1']} ssl; {tls} root {WORK}/www; }}
     server {{ listen 127.0.0.1:{PORTS['tls-h2']} ssl http2; {tls} root {WORK}/www; }}
     server {{ listen 127.0.0.1:{PORTS['tls-close']} ssl; {tls} ssl_session_tickets off; ssl_session_cache off;
@@ -105,13 +106,26 @@ class Runner:
     def __init__(self, pki):
         self.pki = pki
         self.samples = {}
+        self.last_connections = None
 
     def record(self, key, value):
+        if self.last_connections is not None:
+            value["connections"] = self.last_connections
         self.samples.setdefault(key, []).append(value)
+
+    @staticmethod
+    def accepted():
+        """nginx's count of accepted connections (this query's own included), or None."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{PORTS['h1']}/_status", timeout=5) as response:
+                return int(response.read().decode().split("\n")[2].split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
 
     def run(self, command, env=None):
         # Popen + wait4 to get the child's own rusage (ru_maxrss in KiB on Linux).
         full_env = dict(os.environ, **(env or {}))
+        before = self.accepted()
         start = time.monotonic()
         # close_fds=False lets Python use posix_spawn (vfork), so the child's peak RSS is its
         # own, not a copy of this interpreter's pages inherited through fork.
@@ -125,6 +139,9 @@ class Runner:
         peak = re.search(r"courier-peak-rss-kb (\d+)", stderr)
         process.returncode = os.waitstatus_to_exitcode(status)
         wall = time.monotonic() - start
+        after = self.accepted()
+        # The second query's own connection is not the client's.
+        self.last_connections = after - before - 1 if before is not None and after is not None else None
         if process.returncode != 0:
             raise RuntimeError(f"{' '.join(command)} exited {process.returncode}: {stderr.strip()[:400]}")
         return stdout, usage.ru_utime + usage.ru_stime, (int(peak.group(1)) if peak else usage.ru_maxrss) / 1024, wall
@@ -279,7 +296,7 @@ def report(samples, micro, options, elapsed):
         if all("bytes" in run for run in runs) and workload.startswith("W3"):
             entry["MBps"] = statistics.median(run["bytes"] / run["seconds"] / 1e6 for run in runs)
         if all("allocations" in run for run in runs):
-            entry["allocationsPerRequest"] = statistics.median(run["allocations"] / max(run["requests"], 1) for run in runs)
+            entry["allocationsPerRequest"] = round(statistics.median(run["allocations"] / max(run["requests"], 1) for run in runs), 1)
         if all("connections" in run for run in runs):
             entry["connectionsUsed"] = max(run["connections"] for run in runs)
         rows.setdefault(workload, {})[client] = entry
@@ -308,8 +325,8 @@ def markdown(document):
              f"{document['machine']['swift']}; {document['machine']['nginx']}; {document['machine']['go']}; {document['machine']['curl']}.",
              f"nginx on CPU 0 (1 worker, access log off), each client on CPU 1. Medians of {document['rounds']} interleaved rounds; "
              f"the run took {document['elapsedSeconds']} s.", "",
-             "| workload | client | req/s | × reference | client CPU µs/req | MB/s | peak RSS MB | allocs/req |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "| workload | client | req/s | × reference | client CPU µs/req | MB/s | peak RSS MB | connections | allocs/req |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for workload in sorted(document["workloads"]):
         clients = document["workloads"][workload]
         reference = clients.get(REFERENCE.get(workload, "curl"))
@@ -320,7 +337,8 @@ def markdown(document):
                 value = entry.get("MBps", entry["requestsPerSecond"]) if workload.startswith("W3") else entry["requestsPerSecond"]
                 ratio = f"{value / base:.2f}"
             lines.append(f"| {workload} | {client} | {entry['requestsPerSecond']:.0f} | {ratio} | {entry['cpuMicrosecondsPerRequest']:.1f} | "
-                         f"{entry.get('MBps', 0):.0f} | {entry['peakRSSMB']:.1f} | {entry.get('allocationsPerRequest', '')} |")
+                         f"{entry.get('MBps', 0):.0f} | {entry['peakRSSMB']:.1f} | {entry.get('connectionsUsed', '')} | "
+                         f"{entry.get('allocationsPerRequest', '')} |")
     if document.get("parser"):
         lines += ["", "Parser micro-benchmarks (same input bytes):", "", "| input | parser | ns/response | MB/s |", "|---|---|---:|---:|"]
         for name, entry in sorted(document["parser"].items()):

@@ -17,9 +17,20 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         /// Through a completion handler on the delegate queue; data and completion delegate
         /// callbacks are skipped.
         case completionHandler(@Sendable (Data?, URLResponse?, (any Error)?) -> Void)
+        /// Through a completion handler given the downloaded file, which is deleted when the
+        /// handler returns; download-completion delegate callbacks are skipped.
+        case fileCompletionHandler(@Sendable (URL?, URLResponse?, (any Error)?) -> Void)
         /// Through a continuation (async API); data callbacks are skipped.
         case async
     }
+
+    /// What an async task returns with its response: the body, or the downloaded file.
+    enum Payload {
+        case data(Data)
+        case file(URL)
+    }
+
+    typealias Continuation = UnsafeContinuation<(Payload, URLResponse), any Error>
 
     /// Where the request body comes from.
     enum BodySource {
@@ -33,7 +44,7 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
 
     struct State {
         var exchange: HTTPExchange?
-        var continuation: UnsafeContinuation<(Data, URLResponse), any Error>?
+        var continuation: Continuation?
         var body = Data()
         var response: HTTPURLResponse?
         var suspended = false
@@ -46,7 +57,14 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         var finished = false
         /// The outcome of an async task that finished before its continuation was stored (it
         /// was cancelled before it started).
-        var earlyOutcome: Result<(Data, URLResponse), any Error>?
+        var earlyOutcome: Result<(Payload, URLResponse), any Error>?
+        /// The file a download task writes to; nil for other tasks.
+        var file: DownloadFile?
+        /// Body bytes in the file, and the count last reported through `didWriteData`.
+        var bytesWritten: Int64 = 0
+        var bytesReported: Int64 = 0
+        /// A `didWriteData` call is queued and will report the latest count.
+        var progressQueued = false
         var startDate = Date()
         var transactions: [URLSessionTaskTransactionMetrics] = []
         var request: URLRequest?
@@ -76,8 +94,8 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
 
     /// Stores the continuation of an async call before the task starts; resumes it at once when
     /// the task already finished (cancelled before it could start).
-    func setContinuation(_ continuation: UnsafeContinuation<(Data, URLResponse), any Error>) {
-        let early = state.withLock { state -> Result<(Data, URLResponse), any Error>? in
+    func setContinuation(_ continuation: Continuation) {
+        let early = state.withLock { state -> Result<(Payload, URLResponse), any Error>? in
             if let outcome = state.earlyOutcome { return outcome }
             state.continuation = continuation
             return nil
@@ -104,6 +122,16 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         } catch {
             finish(error, metrics: nil)
             return
+        }
+        if task is URLSessionDownloadTask {
+            do {
+                let file = try session.makeDownloadFile.withLock { $0 }()
+                state.withLock { $0.file = file }
+            } catch {
+                let message = (error as? DownloadFileError)?.message ?? "Cannot create the download file: \(error)."
+                finish(.courier(.cannotCreateFile, message, url: request.url), metrics: nil)
+                return
+            }
         }
         let expectedToSend: Int64
         switch transportRequest.body {
@@ -191,6 +219,10 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
             storage.countOfBytesExpectedToReceive = response.expectedContentLength
         }
         task.progressIfCreated?.totalUnitCount = response.expectedContentLength
+        if task is URLSessionDownloadTask {
+            state.withLock { $0.response = response }
+            return
+        }
         switch delivery {
         case .delegate:
             state.withLock { $0.response = response }
@@ -203,7 +235,7 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
                     dispositionArrived(disposition)
                 }
             }
-        case .completionHandler, .async:
+        case .completionHandler, .fileCompletionHandler, .async:
             let length = response.expectedContentLength
             state.withLock { state in
                 state.response = response
@@ -213,6 +245,10 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
     }
 
     func exchange(_ exchange: HTTPExchange, didReceiveBodyBytes bytes: UnsafeRawBufferPointer) {
+        if let file = state.withLock({ $0.file }) {
+            write(bytes, to: file, exchange: exchange)
+            return
+        }
         let received = task.storage.withLock { storage -> Int64 in
             storage.countOfBytesReceived += Int64(bytes.count)
             return storage.countOfBytesReceived
@@ -230,8 +266,42 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
                 state.withLock { $0.queuedBytes -= data.count }
                 updateReading()
             }
-        case .completionHandler, .async:
+        case .completionHandler, .fileCompletionHandler, .async:
             state.withLock { $0.body.append(contentsOf: bytes) }
+        }
+    }
+
+    /// Download tasks: appends body bytes to the file and reports progress. A failed write
+    /// cancels the exchange (off this call, which runs inside the connection's parse); the task
+    /// then fails with `.cannotWriteToFile`.
+    private func write(_ bytes: UnsafeRawBufferPointer, to file: DownloadFile, exchange: HTTPExchange) {
+        guard file.write(bytes) else {
+            DispatchQueue.global().async { exchange.cancel() }
+            return
+        }
+        let count = Int64(bytes.count)
+        let received = task.storage.withLock { storage -> Int64 in
+            storage.countOfBytesReceived += count
+            return storage.countOfBytesReceived
+        }
+        task.progressIfCreated?.completedUnitCount = received
+        guard case .delegate = delivery, let delegate = downloadDelegate, let downloadTask = task as? URLSessionDownloadTask else { return }
+        let queueProgress = state.withLock { state -> Bool in
+            state.bytesWritten += count
+            defer { state.progressQueued = true }
+            return !state.progressQueued
+        }
+        guard queueProgress else { return }
+        let session = self.session
+        enqueue { [self] in
+            let (written, total) = state.withLock { state -> (Int64, Int64) in
+                state.progressQueued = false
+                defer { state.bytesReported = state.bytesWritten }
+                return (state.bytesWritten - state.bytesReported, state.bytesWritten)
+            }
+            guard written > 0 else { return }
+            let expected = downloadTask.countOfBytesExpectedToReceive
+            delegate.urlSession(session, downloadTask: downloadTask, didWriteData: written, totalBytesWritten: total, totalBytesExpectedToWrite: expected)
         }
     }
 
@@ -258,9 +328,9 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
 
     /// Completes the task once: records the outcome, then delivers metrics and the result in
     /// Apple's order.
-    private func finish(_ error: URLError?, metrics: ExchangeMetrics?) {
+    private func finish(_ failure: URLError?, metrics: ExchangeMetrics?) {
         let taskDelegate = self.taskDelegate
-        let outcome = state.withLock { state -> (Data, HTTPURLResponse?, UnsafeContinuation<(Data, URLResponse), any Error>?, URLSessionTaskMetrics?)? in
+        let outcome = state.withLock { state -> (Data, HTTPURLResponse?, Continuation?, URLSessionTaskMetrics?, DownloadFile?)? in
             guard !state.finished else { return nil }
             state.finished = true
             state.exchange = nil
@@ -283,9 +353,10 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
             state.body = Data()
             let continuation = state.continuation
             state.continuation = nil
-            return (body, state.response, continuation, taskMetrics)
+            return (body, state.response, continuation, taskMetrics, state.file)
         }
-        guard let (body, response, continuation, taskMetrics) = outcome else { return }
+        guard let (body, response, continuation, taskMetrics, file) = outcome else { return }
+        let error = failure.map { settle(file, after: $0) } ?? settle(file)
         task.storage.withLock { storage in
             storage.state = .completed
             storage.error = error
@@ -297,19 +368,21 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         switch delivery {
         case .async:
             if taskDelegate != nil { enqueue(reportMetrics) }
-            let outcome: Result<(Data, URLResponse), any Error>
+            let outcome: Result<(Payload, URLResponse), any Error>
             if let error {
                 outcome = .failure(error)
             } else if let response {
-                outcome = .success((body, response))
+                // The caller owns a downloaded file from here on.
+                outcome = .success((file.map { .file($0.url) } ?? .data(body), response))
             } else {
+                file?.remove()
                 outcome = .failure(URLError.courier(.badServerResponse, "No response was received.", url: task.originalRequest?.url))
             }
             if let continuation {
                 continuation.resume(with: outcome)
             } else {
                 // Finished before the continuation was stored: it is resumed when it arrives.
-                let late = state.withLock { state -> UnsafeContinuation<(Data, URLResponse), any Error>? in
+                let late = state.withLock { state -> Continuation? in
                     if let stored = state.continuation {
                         state.continuation = nil
                         return stored
@@ -326,13 +399,42 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
                 handler(error == nil ? body : nil, response, error)
                 session.taskCompleted(task)
             }
-        case .delegate:
+        case .fileCompletionHandler(let handler):
             enqueue {
+                reportMetrics()
+                handler(error == nil ? file?.url : nil, response, error)
+                file?.remove()
+                session.taskCompleted(task)
+            }
+        case .delegate:
+            let downloadDelegate = self.downloadDelegate
+            enqueue {
+                if error == nil, let file, let downloadDelegate, let downloadTask = task as? URLSessionDownloadTask {
+                    downloadDelegate.urlSession(session, downloadTask: downloadTask, didFinishDownloadingTo: file.url)
+                }
+                file?.remove()
                 reportMetrics()
                 taskDelegate?.urlSession(session, task: task, didCompleteWithError: error)
                 session.taskCompleted(task)
             }
         }
+    }
+
+    /// A failed task's download file is deleted; a write failure outranks the cancellation it
+    /// caused.
+    private func settle(_ file: DownloadFile?, after error: URLError) -> URLError {
+        guard let file else { return error }
+        file.remove()
+        if let reason = file.failure { return .courier(.cannotWriteToFile, reason, url: error.failingURL) }
+        return error
+    }
+
+    /// A finished download's file is closed; a failed write or close fails the task.
+    private func settle(_ file: DownloadFile?) -> URLError? {
+        guard let file, !file.close() else { return nil }
+        file.remove()
+        let url = state.withLock { $0.request?.url }
+        return .courier(.cannotWriteToFile, file.failure ?? "The download could not be written.", url: url)
     }
 
     /// The request as sent, once it was handed to the transport.
@@ -375,6 +477,11 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
     /// The delegate for data events: the task's own when it handles them, else the session's.
     private var dataDelegate: (any URLSessionDataDelegate)? {
         (task.delegate as? URLSessionDataDelegate) ?? (session.delegate as? URLSessionDataDelegate)
+    }
+
+    /// The delegate for download events: the task's own when it handles them, else the session's.
+    private var downloadDelegate: (any URLSessionDownloadDelegate)? {
+        (task.delegate as? URLSessionDownloadDelegate) ?? (session.delegate as? URLSessionDownloadDelegate)
     }
 
     /// Runs `work` on the session's delegate queue, after everything queued before it.

@@ -22,7 +22,26 @@ extension URLSession {
         try await run(makeTask(URLSessionUploadTask.self, request, delivery: .async, body: .file(fileURL)), delegate: delegate)
     }
 
+    /// Downloads a request's body to a temporary file and returns the file and the response.
+    /// The file belongs to the caller: move it, or delete it when done.
+    public func download(for request: URLRequest, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (URL, URLResponse) {
+        let (payload, response) = try await load(makeTask(URLSessionDownloadTask.self, request, delivery: .async), delegate: delegate)
+        guard case .file(let location) = payload else { preconditionFailure("a download task returns a file") }
+        return (location, response)
+    }
+
+    /// Downloads a URL to a temporary file and returns the file and the response.
+    public func download(from url: URL, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (URL, URLResponse) {
+        try await download(for: URLRequest(url: url), delegate: delegate)
+    }
+
     private func run(_ task: URLSessionTask, delegate: (any URLSessionTaskDelegate)?) async throws -> (Data, URLResponse) {
+        let (payload, response) = try await load(task, delegate: delegate)
+        guard case .data(let data) = payload else { preconditionFailure("a data task returns its body") }
+        return (data, response)
+    }
+
+    private func load(_ task: URLSessionTask, delegate: (any URLSessionTaskDelegate)?) async throws -> (TaskRunner.Payload, URLResponse) {
         if let delegate { task.delegate = delegate }
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { continuation in

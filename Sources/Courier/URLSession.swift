@@ -37,6 +37,11 @@ open class URLSession: NSObject, @unchecked Sendable {
     let frozenConfiguration: URLSessionConfiguration
     let transport: HTTPTransport
     let registry: Mutex<Registry>
+    /// Makes the file a download task writes to: a new file in the temporary directory. Tests
+    /// replace it to reach the failure paths.
+    let makeDownloadFile = Mutex<@Sendable () throws -> DownloadFile>({
+        try DownloadFile.create(in: FileManager.default.temporaryDirectory)
+    })
     private let isShared: Bool
 
     /// A session with no delegate.
@@ -124,6 +129,27 @@ open class URLSession: NSObject, @unchecked Sendable {
         makeTask(URLSessionUploadTask.self, request, delivery: .completionHandler(completionHandler), body: .file(fileURL))
     }
 
+    // MARK: Download tasks
+
+    /// A task that saves the body to a temporary file, handed to the download delegate's
+    /// `didFinishDownloadingTo`.
+    open func downloadTask(with request: URLRequest) -> URLSessionDownloadTask {
+        makeTask(URLSessionDownloadTask.self, request, delivery: .delegate)
+    }
+
+    open func downloadTask(with url: URL) -> URLSessionDownloadTask {
+        downloadTask(with: URLRequest(url: url))
+    }
+
+    /// A download whose file goes to `completionHandler`; the file is deleted when it returns.
+    open func downloadTask(with request: URLRequest, completionHandler: @escaping @Sendable (URL?, URLResponse?, (any Error)?) -> Void) -> URLSessionDownloadTask {
+        makeTask(URLSessionDownloadTask.self, request, delivery: .fileCompletionHandler(completionHandler))
+    }
+
+    open func downloadTask(with url: URL, completionHandler: @escaping @Sendable (URL?, URLResponse?, (any Error)?) -> Void) -> URLSessionDownloadTask {
+        downloadTask(with: URLRequest(url: url), completionHandler: completionHandler)
+    }
+
     // MARK: Invalidation
 
     /// Lets running tasks finish, then invalidates the session. No effect on `shared`.
@@ -159,7 +185,8 @@ open class URLSession: NSObject, @unchecked Sendable {
         let tasks = liveTasks()
         let uploads = tasks.compactMap { $0 as? URLSessionUploadTask }
         let data = tasks.compactMap { $0 as? URLSessionDataTask }.filter { !($0 is URLSessionUploadTask) }
-        delegateQueue.addOperation { completionHandler(data, uploads, []) }
+        let downloads = tasks.compactMap { $0 as? URLSessionDownloadTask }
+        delegateQueue.addOperation { completionHandler(data, uploads, downloads) }
     }
 
     private func liveTasks() -> [URLSessionTask] {
@@ -172,9 +199,14 @@ open class URLSession: NSObject, @unchecked Sendable {
         _ kind: T.Type, _ request: URLRequest, delivery: TaskRunner.Delivery, body: TaskRunner.BodySource = .request
     ) -> T {
         typealias Make = (URLSession, Int, URLRequest, TaskRunner.Delivery, TaskRunner.BodySource) -> URLSessionTask
-        let make: Make = kind == URLSessionUploadTask.self
-            ? { URLSessionUploadTask(session: $0, identifier: $1, request: $2, delivery: $3, body: $4) }
-            : { URLSessionDataTask(session: $0, identifier: $1, request: $2, delivery: $3, body: $4) }
+        let make: Make
+        if kind == URLSessionUploadTask.self {
+            make = { URLSessionUploadTask(session: $0, identifier: $1, request: $2, delivery: $3, body: $4) }
+        } else if kind == URLSessionDownloadTask.self {
+            make = { URLSessionDownloadTask(session: $0, identifier: $1, request: $2, delivery: $3, body: $4) }
+        } else {
+            make = { URLSessionDataTask(session: $0, identifier: $1, request: $2, delivery: $3, body: $4) }
+        }
         let identifier = registry.withLock { registry -> Int in
             let identifier = registry.nextTaskIdentifier
             registry.nextTaskIdentifier += 1

@@ -85,3 +85,23 @@ extension URLSessionDataDelegate {
         (forwardingTarget(session, dataTask) as? URLSessionDataDelegate)?.urlSession(session, dataTask: dataTask, didReceive: data)
     }
 }
+
+/// Download-task events: Apple's `URLSessionDownloadDelegate`. Every method is optional.
+public protocol URLSessionDownloadDelegate: URLSessionTaskDelegate {
+    /// The body is complete in the file at `location`. The file is deleted when this method
+    /// returns: move or open it before then.
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL)
+    /// Body bytes were written to the file (progress; calls are coalesced while the delegate
+    /// queue is busy). `totalBytesExpectedToWrite` is -1 when the length is unknown.
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64)
+}
+
+extension URLSessionDownloadDelegate {
+    public func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+        (forwardingTarget(session, downloadTask) as? URLSessionDownloadDelegate)?.urlSession(session, downloadTask: downloadTask, didFinishDownloadingTo: location)
+    }
+
+    public func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
+        (forwardingTarget(session, downloadTask) as? URLSessionDownloadDelegate)?.urlSession(session, downloadTask: downloadTask, didWriteData: bytesWritten, totalBytesWritten: totalBytesWritten, totalBytesExpectedToWrite: totalBytesExpectedToWrite)
+    }
+}

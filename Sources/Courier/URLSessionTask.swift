@@ -169,8 +169,10 @@ open class URLSessionDataTask: URLSessionTask, @unchecked Sendable {}
 /// A data task that sends a body from memory, a file or a stream: Apple's `URLSessionUploadTask`.
 open class URLSessionUploadTask: URLSessionDataTask, @unchecked Sendable {}
 
-/// A task that saves the response body to a file: Apple's `URLSessionDownloadTask`.
+/// A task that saves the response body to a temporary file: Apple's `URLSessionDownloadTask`.
 ///
-/// This build of Courier does not create download tasks yet; the class exists so that code
-/// naming it (for instance in `getTasksWithCompletionHandler`) compiles.
+/// The body streams to disk as it arrives, so memory use does not depend on its size. The file
+/// is handed over by `didFinishDownloadingTo` or the completion handler and deleted when they
+/// return; `download(for:)` leaves it to the caller. Resuming a download (resume data) is not
+/// offered by this build: `cancel(byProducingResumeData:)` is absent rather than inert.
 open class URLSessionDownloadTask: URLSessionTask, @unchecked Sendable {}

@@ -132,6 +132,7 @@ public final class NginxServer: Sendable {
             client_max_body_size 0;
         }
         location /close/ { keepalive_timeout 0; }
+        location /slow/ { alias \(www.path)/files/; limit_rate 1m; }
         \(extraServerConfiguration)
         """
         guard (try? locations.write(to: directory.appendingPathComponent("locations.conf"), atomically: true, encoding: .utf8)) != nil else {

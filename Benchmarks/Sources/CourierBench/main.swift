@@ -1,7 +1,8 @@
 // The URLSession workload client of the benchmark harness. The same file is built twice: as
 // courier-bench with Courier, and (run.sh writes the copy) as foundation-bench with
 // FoundationNetworking. It uses the public API as users do: async `data(for:)` in a loop (W1,
-// W4), a task group (W2), and a delegate that streams the body to a sink (W3).
+// W4), a task group (W2), and for W3 a download task (to a file) or a data task whose delegate
+// drops the body (to the discarding sink).
 //
 //   <client> w1 URL COUNT                sequential GETs on one keep-alive connection
 //   <client> w2 URL COUNT CONCURRENCY    COUNT GETs, CONCURRENCY in flight
@@ -34,20 +35,31 @@ func emit(_ fields: [String: Any]) {
     print(String(decoding: data, as: UTF8.self))
 }
 
-/// Streams a body to a sink and reports completion.
-final class SinkDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-    let handle: FileHandle?
+/// Counts and drops a data task's body (W3 to the discarding sink), or moves a download task's
+/// file to its destination (W3 to a file), and reports completion.
+final class SinkDelegate: NSObject, URLSessionDataDelegate, URLSessionDownloadDelegate, @unchecked Sendable {
+    let destination: String?
     var bytes = 0
     var error: (any Error)?
     let done = DispatchSemaphore(value: 0)
 
-    init(handle: FileHandle?) {
-        self.handle = handle
+    init(destination: String?) {
+        self.destination = destination
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         bytes += data.count
-        handle?.write(data)
+    }
+
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+        guard let destination else { return }
+        bytes = Int(downloadTask.countOfBytesReceived)
+        try? FileManager.default.removeItem(atPath: destination)
+        do {
+            try FileManager.default.moveItem(atPath: location.path, toPath: destination)
+        } catch {
+            self.error = error
+        }
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
@@ -111,15 +123,14 @@ case "w2":
     emit(["requests": done - errors, "seconds": seconds(ContinuousClock.now - start), "bytes": bytes, "errors": errors])
 case "w3":
     let sink = arguments[3]
-    var handle: FileHandle?
-    if sink != "discard" {
-        FileManager.default.createFile(atPath: sink, contents: nil)
-        handle = FileHandle(forWritingAtPath: sink)
-    }
-    let delegate = SinkDelegate(handle: handle)
+    let delegate = SinkDelegate(destination: sink == "discard" ? nil : sink)
     let streaming = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
     let start = ContinuousClock.now
-    streaming.dataTask(with: request).resume()
+    if sink == "discard" {
+        streaming.dataTask(with: request).resume()
+    } else {
+        streaming.downloadTask(with: request).resume()
+    }
     await withCheckedContinuation { continuation in
         DispatchQueue.global().async {
             delegate.done.wait()
@@ -127,7 +138,6 @@ case "w3":
         }
     }
     let elapsed = ContinuousClock.now - start
-    try? handle?.close()
     emit(["requests": delegate.error == nil ? 1 : 0, "seconds": seconds(elapsed), "bytes": delegate.bytes, "errors": delegate.error == nil ? 0 : 1])
 default:
     FileHandle.standardError.write(Data("unknown workload \(arguments[1])\n".utf8))

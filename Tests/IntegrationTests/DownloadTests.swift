@@ -1,0 +1,260 @@
+@testable import Courier
+import Foundation
+import Synchronization
+import Testing
+import _CourierTestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Records download-delegate callbacks: progress, the file's bytes as handed over, whether the
+/// file was still there, and the order of events.
+final class DownloadRecorder: NSObject, URLSessionDownloadDelegate, @unchecked Sendable {
+    struct Record {
+        var events: [String] = []
+        var written: [(Int64, Int64, Int64)] = []
+        var location: URL?
+        var contents: Data?
+        var error: (any Error)?
+        var offQueue = 0
+    }
+
+    let record = Mutex(Record())
+    private let finished = Mutex<(done: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+    /// Called inside didWriteData, on the delegate queue.
+    let onWrite: (@Sendable (URLSessionDownloadTask) -> Void)?
+
+    init(onWrite: (@Sendable (URLSessionDownloadTask) -> Void)? = nil) {
+        self.onWrite = onWrite
+    }
+
+    private func note(_ session: URLSession, _ event: String) {
+        record.withLock { record in
+            if record.events.last != event || event != "write" { record.events.append(event) }
+            if OperationQueue.current !== session.delegateQueue { record.offQueue += 1 }
+        }
+    }
+
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
+        note(session, "write")
+        record.withLock { $0.written.append((bytesWritten, totalBytesWritten, totalBytesExpectedToWrite)) }
+        onWrite?(downloadTask)
+    }
+
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+        note(session, "finish")
+        let contents = FileManager.default.contents(atPath: location.path)
+        record.withLock { record in
+            record.location = location
+            record.contents = contents
+        }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {
+        note(session, "metrics")
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        note(session, "complete")
+        record.withLock { $0.error = error }
+        let waiter = finished.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.done = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    func waitForCompletion() async {
+        await withCheckedContinuation { continuation in
+            let done = finished.withLock { state -> Bool in
+                if !state.done { state.waiter = continuation }
+                return state.done
+            }
+            if done { continuation.resume() }
+        }
+    }
+}
+
+/// The download files Courier has in the temporary directory now.
+func downloadFilesPresent() -> Set<String> {
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path)) ?? []
+    return Set(names.filter { $0.hasPrefix("CourierDownload_") })
+}
+
+/// Download tasks against nginx: the body streams to a temporary file that is handed over and
+/// then deleted. Serialized: the tests look at which download files exist.
+@Suite("Download tasks", .serialized)
+struct DownloadTests {
+    let nginx: NginxServer
+
+    init() throws {
+        nginx = try NginxServer.shared()
+    }
+
+    @Test("the delegate gets progress, then the file, then metrics and completion; the file is deleted after", arguments: ["/files/8m.bin", "/chunked/1m.bin"])
+    func delegateDownload(_ path: String) async throws {
+        let before = downloadFilesPresent()
+        let recorder = DownloadRecorder()
+        let session = URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let task = session.downloadTask(with: nginx.url(path))
+        #expect(task.state == .suspended)
+        task.resume()
+        await recorder.waitForCompletion()
+        let record = recorder.record.withLock { $0 }
+        let name = String(path.split(separator: "/").last!)
+        let fixture = try #require(NginxServer.fixtures[name])
+        #expect(record.error == nil)
+        #expect(record.events == ["write", "finish", "metrics", "complete"])
+        #expect(record.offQueue == 0)
+        let intact = record.contents.map(Array.init) == fixture
+        #expect(intact, "the file differs from the served one")
+        let location = try #require(record.location)
+        #expect(!FileManager.default.fileExists(atPath: location.path), "the file is deleted once the delegate returns")
+        #expect(record.written.map(\.0).reduce(0, +) == Int64(fixture.count), "progress adds up to the body")
+        #expect(record.written.last?.1 == Int64(fixture.count))
+        let totals = record.written.map(\.1)
+        #expect(totals == totals.sorted())
+        #expect(record.written.allSatisfy { $0.2 == (path.hasPrefix("/chunked/") ? -1 : Int64(fixture.count)) })
+        #expect(task.countOfBytesReceived == Int64(fixture.count))
+        #expect((task.response as? HTTPURLResponse)?.statusCode == 200)
+        #expect(task.state == .completed)
+        #expect(downloadFilesPresent() == before, "no download file is left behind")
+    }
+
+    @Test("a completion handler gets the file, which is gone after it returns; the delegate's download callbacks are skipped")
+    func completionHandler() async throws {
+        let recorder = DownloadRecorder()
+        let session = URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let (location, contents, response, error) = await withCheckedContinuation { continuation in
+            session.downloadTask(with: nginx.url("/files/1m.bin")) { location, response, error in
+                let contents = location.flatMap { FileManager.default.contents(atPath: $0.path) }
+                continuation.resume(returning: (location, contents, response, error))
+            }.resume()
+        }
+        #expect(error == nil)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        let intact = contents.map(Array.init) == NginxServer.fixtures["1m.bin"]
+        #expect(intact)
+        let path = try #require(location?.path)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(!FileManager.default.fileExists(atPath: path))
+        let events = recorder.record.withLock { $0.events }
+        #expect(!events.contains("finish") && !events.contains("write") && !events.contains("complete"))
+    }
+
+    @Test("download(for:) returns a file the caller owns, and the response")
+    func asyncDownload() async throws {
+        let (location, response) = try await URLSession.shared.download(from: nginx.url("/chunked/8m.bin"))
+        defer { try? FileManager.default.removeItem(at: location) }
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        let contents = try Data(contentsOf: location)
+        let intact = Array(contents) == NginxServer.fixtures["8m.bin"]
+        #expect(intact)
+    }
+
+    @Test("a 404 still downloads its body and completes without an error")
+    func notFound() async throws {
+        let (location, response) = try await URLSession.shared.download(from: nginx.url("/files/missing.txt"))
+        defer { try? FileManager.default.removeItem(at: location) }
+        #expect((response as? HTTPURLResponse)?.statusCode == 404)
+        let contents = try Data(contentsOf: location)
+        #expect(!contents.isEmpty)
+    }
+
+    @Test("cancelling mid-body fails with .cancelled and deletes the partial file")
+    func cancelMidBody() async throws {
+        let before = downloadFilesPresent()
+        let recorder = DownloadRecorder(onWrite: { $0.cancel() })
+        let session = URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let task = session.downloadTask(with: nginx.url("/files/8m.bin"))
+        task.resume()
+        await recorder.waitForCompletion()
+        let record = recorder.record.withLock { $0 }
+        #expect(urlErrorCode(record.error) == .cancelled)
+        #expect(!record.events.contains("finish"))
+        #expect(task.countOfBytesReceived < 8 * 1024 * 1024)
+        #expect(downloadFilesPresent() == before, "the partial file is deleted")
+    }
+
+    @Test("cancelling the Swift task cancels download(for:)")
+    func swiftCancellation() async throws {
+        let before = downloadFilesPresent()
+        let load = Task { try await URLSession.shared.download(from: nginx.url("/slow/8m.bin")) }
+        try await Task.sleep(for: .milliseconds(100))
+        load.cancel()
+        let result = await load.result
+        #expect(throws: URLError.self) { try result.get() }
+        #expect(urlErrorCode(result.error) == .cancelled)
+        #expect(downloadFilesPresent() == before)
+    }
+
+    @Test("a file that cannot be written fails the task with .cannotWriteToFile and is deleted")
+    func writeFailure() async throws {
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("courier-readonly-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
+        #expect(FileManager.default.createFile(atPath: path, contents: nil))
+        session.makeDownloadFile.withLock { make in
+            // Opened for reading only: every write fails.
+            make = { DownloadFile(url: URL(fileURLWithPath: path), descriptor: open(path, O_RDONLY | O_CLOEXEC)) }
+        }
+        let error = await #expect(throws: URLError.self) {
+            try await session.download(from: nginx.url("/files/1m.bin"))
+        }
+        #expect(error?.code == .cannotWriteToFile)
+        #expect(error?.failingURL == nginx.url("/files/1m.bin"))
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+
+    @Test("a directory where no file can be made fails the task with .cannotCreateFile")
+    func createFailure() async throws {
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        session.makeDownloadFile.withLock { make in
+            make = { try DownloadFile.create(in: URL(fileURLWithPath: "/nonexistent-courier-directory")) }
+        }
+        let error = await #expect(throws: URLError.self) {
+            try await session.download(from: nginx.url("/files/hello.txt"))
+        }
+        #expect(error?.code == .cannotCreateFile)
+    }
+
+    @Test("download tasks are listed by getTasksWithCompletionHandler")
+    func listed() async throws {
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.invalidateAndCancel() }
+        let download = session.downloadTask(with: nginx.url("/files/hello.txt"))
+        let data = session.dataTask(with: nginx.url("/files/hello.txt"))
+        let (dataTasks, uploads, downloads) = await withCheckedContinuation { continuation in
+            session.getTasksWithCompletionHandler { continuation.resume(returning: ($0, $1, $2)) }
+        }
+        #expect(dataTasks.map(\.taskIdentifier) == [data.taskIdentifier])
+        #expect(uploads.isEmpty)
+        #expect(downloads.map(\.taskIdentifier) == [download.taskIdentifier])
+    }
+
+    @Test("an HTTP/2 download over TLS arrives whole")
+    func http2() async throws {
+        let recorder = DownloadRecorder()
+        let session = URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        session.downloadTask(with: nginx.tlsURL("good", "/files/8m.bin")).resume()
+        await recorder.waitForCompletion()
+        let record = recorder.record.withLock { $0 }
+        #expect(record.error == nil)
+        let intact = record.contents.map(Array.init) == NginxServer.fixtures["8m.bin"]
+        #expect(intact)
+    }
+}
+
+extension Result {
+    var error: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}
