@@ -69,7 +69,7 @@ let package = Package(
         ),
 
         // Public API.
-        .target(name: "Courier", dependencies: ["CourierCore", "CourierHTTP1", "CourierTransport", "CourierTLS"]),
+        .target(name: "Courier", dependencies: ["CCourierLinux", "CourierCore", "CourierHTTP1", "CourierTransport", "CourierTLS"]),
 
         // The `courier` command-line client.
         .executableTarget(

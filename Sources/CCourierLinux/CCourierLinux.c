@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <sched.h>
 #include <unistd.h>
+#include <stdlib.h>
+#include <fcntl.h>
 
 int courier_accept4(int fd, int flags) {
     return accept4(fd, NULL, NULL, flags);
@@ -27,4 +29,8 @@ int courier_available_cpus(void) {
     }
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     return online > 0 ? (int)online : 1;
+}
+
+int courier_make_temporary_file(char *template_path, int suffix_length) {
+    return mkostemps(template_path, suffix_length, O_CLOEXEC);
 }

@@ -1,3 +1,4 @@
+import CCourierLinux
 import Foundation
 import Synchronization
 
@@ -17,6 +18,7 @@ final class DownloadFile: Sendable {
     let url: URL
     private let descriptor: Mutex<Int32>
     private let failureMessage = Mutex<String?>(nil)
+    private let removed = Atomic(false)
 
     /// Takes over an open descriptor for the file at `url`.
     init(url: URL, descriptor: Int32) {
@@ -27,11 +29,10 @@ final class DownloadFile: Sendable {
     /// Creates an empty file, readable only by this user, in `directory`.
     static func create(in directory: URL) throws(DownloadFileError) -> DownloadFile {
         var template = Array(directory.appendingPathComponent("CourierDownload_XXXXXX.tmp").path.utf8CString)
-        let descriptor = template.withUnsafeMutableBufferPointer { mkstemps($0.baseAddress!, 4) }
+        let descriptor = template.withUnsafeMutableBufferPointer { courier_make_temporary_file($0.baseAddress!, 4) }
         guard descriptor >= 0 else {
             throw DownloadFileError("Cannot create a file in \(directory.path): \(String(cString: strerror(errno))).")
         }
-        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
         let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         return DownloadFile(url: URL(fileURLWithPath: path), descriptor: descriptor)
     }
@@ -47,8 +48,9 @@ final class DownloadFile: Sendable {
             while offset < bytes.count {
                 let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
                 if written < 0 {
-                    if errno == EINTR { continue }
-                    let reason = String(cString: strerror(errno))
+                    let code = errno
+                    if code == EINTR { continue }
+                    let reason = String(cString: strerror(code))
                     failureMessage.withLock { $0 = "Cannot write to \(url.path): \(reason)." }
                     return false
                 }
@@ -60,21 +62,22 @@ final class DownloadFile: Sendable {
 
     /// Closes the file; false when a write or the close failed (the data may not be on disk).
     func close() -> Bool {
-        let closed = descriptor.withLock { descriptor -> Int32 in
+        let closeError = descriptor.withLock { descriptor -> Int32 in
             guard descriptor >= 0 else { return 0 }
             defer { descriptor = -1 }
-            return Glibc.close(descriptor)
+            return Glibc.close(descriptor) == 0 ? 0 : errno
         }
-        if closed != 0 {
-            let reason = String(cString: strerror(errno))
+        if closeError != 0 {
+            let reason = String(cString: strerror(closeError))
             failureMessage.withLock { $0 = $0 ?? "Cannot finish writing \(url.path): \(reason)." }
         }
         return failure == nil
     }
 
-    /// Closes and deletes the file.
+    /// Closes and deletes the file; only the first call deletes (a later file may have the name).
     func remove() {
         _ = close()
+        guard !removed.exchange(true, ordering: .relaxed) else { return }
         unlink(url.path)
     }
 }

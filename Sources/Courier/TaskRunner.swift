@@ -123,10 +123,10 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
             finish(error, metrics: nil)
             return
         }
+        var file: DownloadFile?
         if task is URLSessionDownloadTask {
             do {
-                let file = try session.makeDownloadFile.withLock { $0 }()
-                state.withLock { $0.file = file }
+                file = try session.makeDownloadFile.withLock { $0 }()
             } catch {
                 let message = (error as? DownloadFileError)?.message ?? "Cannot create the download file: \(error)."
                 finish(.courier(.cannotCreateFile, message, url: request.url), metrics: nil)
@@ -140,9 +140,18 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         case .stream(_, let length): expectedToSend = length ?? -1
         }
         task.storage.withLock { $0.countOfBytesExpectedToSend = expectedToSend }
-        state.withLock { state in
+        // A cancel that raced with this start may have finished the task already; from here on
+        // a cancel goes through the exchange.
+        let proceed = state.withLock { state -> Bool in
+            guard !state.finished else { return false }
             state.request = request
             state.transportRequest = transportRequest
+            state.file = file
+            return true
+        }
+        guard proceed else {
+            file?.remove()
+            return
         }
         // The exchange is known before it starts, so no callback can find it missing.
         let exchange = session.transport.makeExchange(transportRequest, delegate: self)

@@ -253,7 +253,9 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     private func connectionLost(_ error: TransportError) {
         isRetiring = true
         for (streamID, current) in streams {
-            let refused = session.goAwayLastStreamID.map { streamID > $0 } ?? false
+            // A stream that already has response bytes cannot be sent again: what was delivered
+            // would be delivered twice.
+            let refused = !current.receivedResponseBytes && (session.goAwayLastStreamID.map { streamID > $0 } ?? false)
             if refused && current.exchange.claimRetry(requireIdempotent: false, allowed: Self.maxRefusedRetries) {
                 // Above the GOAWAY's last stream id: the server never processed it.
                 dropStream(streamID)
@@ -317,8 +319,9 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
             }
             finishStream(streamID, .success(current.trailers))
         case .refused:
-            // Never processed by the server: safe to send again on another connection.
-            if current.exchange.claimRetry(requireIdempotent: false, allowed: Self.maxRefusedRetries) {
+            // Never processed by the server: safe to send again on another connection, unless
+            // the server answered in part (what was delivered would be delivered twice).
+            if !current.receivedResponseBytes && current.exchange.claimRetry(requireIdempotent: false, allowed: Self.maxRefusedRetries) {
                 dropStream(streamID)
                 pool?.requeueAfterStaleConnection(current.exchange, closedConnection: id)
                 pool?.streamClosed(id)

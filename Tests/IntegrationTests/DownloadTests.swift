@@ -140,7 +140,8 @@ struct DownloadTests {
         let intact = contents.map(Array.init) == NginxServer.fixtures["1m.bin"]
         #expect(intact)
         let path = try #require(location?.path)
-        try await Task.sleep(for: .milliseconds(50))
+        // Deleted on the delegate queue right after the handler returned.
+        for _ in 0..<200 where FileManager.default.fileExists(atPath: path) { try await Task.sleep(for: .milliseconds(10)) }
         #expect(!FileManager.default.fileExists(atPath: path))
         let events = recorder.record.withLock { $0.events }
         #expect(!events.contains("finish") && !events.contains("write") && !events.contains("complete"))
@@ -224,6 +225,65 @@ struct DownloadTests {
         #expect(error?.code == .cannotCreateFile)
     }
 
+    @Test("a cancel that races with the start leaves no file and no descriptor behind")
+    func cancelDuringStart() async throws {
+        let before = downloadFilesPresent()
+        let descriptorsBefore = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        let taskBox = Mutex<URLSessionDownloadTask?>(nil)
+        session.makeDownloadFile.withLock { make in
+            // The cancel lands after the task began starting and before its file is recorded.
+            make = {
+                taskBox.withLock { $0 }?.cancel()
+                return try DownloadFile.create(in: FileManager.default.temporaryDirectory)
+            }
+        }
+        let error = await withCheckedContinuation { continuation in
+            let task = session.downloadTask(with: nginx.url("/files/1m.bin")) { _, _, error in
+                continuation.resume(returning: error)
+            }
+            taskBox.withLock { $0 = task }
+            task.resume()
+        }
+        #expect(urlErrorCode(error) == .cancelled)
+        #expect(downloadFilesPresent() == before, "the file made during the start is deleted")
+        let descriptorsAfter = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
+        #expect(descriptorsAfter <= descriptorsBefore, "the file's descriptor is closed")
+    }
+
+    @Test("an HTTP/2 stream refused after part of its body fails instead of being sent again")
+    func refusedAfterPartialBody() async throws {
+        let body = [UInt8](repeating: 0x61, count: 5000)
+        let server = try ScriptedServer { connection in
+            guard HTTP2Script.awaitRequest(connection) else { return }
+            connection.write(HTTP2Script.settings + HTTP2Script.settingsAck + HTTP2Script.headers(stream: 1))
+            if connection.index == 0 {
+                // Part of the body, then "refused": replaying it would deliver the part twice.
+                connection.write(HTTP2Script.data(stream: 1, Array(body[..<1000]), end: false))
+                connection.write(HTTP2Script.reset(stream: 1, code: 7))
+            } else {
+                connection.write(HTTP2Script.data(stream: 1, body, end: true))
+            }
+            _ = connection.readToEOF(timeout: 5)
+        }
+        defer { server.stop() }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.http2PriorKnowledge = true
+        let session = URLSession(configuration: configuration)
+        defer { session.invalidateAndCancel() }
+        let before = downloadFilesPresent()
+        let error = await #expect(throws: URLError.self) {
+            let (location, _) = try await session.download(from: server.url("/file"))
+            let length = (try? Data(contentsOf: location).count) ?? -1
+            try? FileManager.default.removeItem(at: location)
+            Issue.record("the download succeeded with \(length) bytes")
+        }
+        #expect(error?.code == .networkConnectionLost)
+        #expect(server.connectionCount == 1, "the stream was not sent again")
+        #expect(downloadFilesPresent() == before)
+    }
+
     @Test("download tasks are listed by getTasksWithCompletionHandler")
     func listed() async throws {
         let session = URLSession(configuration: .ephemeral)
@@ -256,5 +316,45 @@ extension Result {
     var error: Failure? {
         if case .failure(let error) = self { return error }
         return nil
+    }
+}
+
+/// Just enough of HTTP/2 on the server side to script a response frame by frame (no HPACK
+/// beyond the one-byte `:status: 200`).
+enum HTTP2Script {
+    static func frame(type: UInt8, flags: UInt8, stream: UInt32, _ payload: [UInt8]) -> [UInt8] {
+        let length = payload.count
+        return [UInt8(length >> 16 & 0xff), UInt8(length >> 8 & 0xff), UInt8(length & 0xff), type, flags,
+                UInt8(stream >> 24 & 0x7f), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff)] + payload
+    }
+
+    static let settings = frame(type: 4, flags: 0, stream: 0, [])
+    static let settingsAck = frame(type: 4, flags: 1, stream: 0, [])
+
+    /// HEADERS with END_HEADERS: `:status: 200` (static table index 8).
+    static func headers(stream: UInt32) -> [UInt8] { frame(type: 1, flags: 4, stream: stream, [0x88]) }
+
+    static func data(stream: UInt32, _ bytes: [UInt8], end: Bool) -> [UInt8] {
+        frame(type: 0, flags: end ? 1 : 0, stream: stream, bytes)
+    }
+
+    static func reset(stream: UInt32, code: UInt32) -> [UInt8] {
+        frame(type: 3, flags: 0, stream: stream, [UInt8(code >> 24), UInt8(code >> 16 & 0xff), UInt8(code >> 8 & 0xff), UInt8(code & 0xff)])
+    }
+
+    /// Reads the client preface and frames until the first HEADERS frame; false on EOF.
+    static func awaitRequest(_ connection: ScriptedConnection) -> Bool {
+        var bytes: [UInt8] = []
+        var offset = 24
+        while true {
+            while bytes.count >= offset + 9 {
+                let length = Int(bytes[offset]) << 16 | Int(bytes[offset + 1]) << 8 | Int(bytes[offset + 2])
+                if bytes[offset + 3] == 1 { return true }
+                offset += 9 + length
+            }
+            let more = connection.readAvailable(timeout: 5)
+            if more.isEmpty { return false }
+            bytes += more
+        }
     }
 }

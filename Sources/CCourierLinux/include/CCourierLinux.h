@@ -62,6 +62,10 @@ static inline int courier_epoll_ctl(int epfd, int op, int fd, uint32_t events, u
 /// accept4(fd, NULL, NULL, flags).
 int courier_accept4(int fd, int flags);
 
+/// mkostemps(template, suffix_length, O_CLOEXEC): creates a file named after `template` (its
+/// XXXXXX replaced), open for writing and closed on exec from the start.
+int courier_make_temporary_file(char *template_path, int suffix_length);
+
 /// CPUs this process may run on (its affinity mask), at least 1.
 int courier_available_cpus(void);
 
