@@ -345,8 +345,8 @@ def markdown(document):
             for parser in ["courier", "http-parser"]:
                 lines.append(f"| {name} | {parser} | {entry[parser]['nsPerResponse']:.0f} | {entry[parser]['MBps']:.0f} |")
     lines += ["", "W1: 20,000 sequential GETs of 100 B on one connection (FoundationNetworking: 5,000). W2: 20,000 GETs, 32 in flight "
-              "(h1: up to 32 connections; h2: one connection). W3: a 1 GiB download to a discarding sink and to a file; "
-              "MB/s and peak RSS. W4: 1,000 new TLS connections (full handshakes: tickets and the session cache are off), "
+              "(h1: up to 32 connections; h2: one connection). W3: a 1 GiB download to a discarding sink and to a file "
+              "(Courier: a data task whose delegate drops the body, a download task for the file); MB/s and peak RSS. W4: 1,000 new TLS connections (full handshakes: tickets and the session cache are off), "
               "one GET each. × reference: against wrk (h1), h2load (h2) or curl (W3, W4). courier-load is Courier's load "
               "generator on the transport; Courier is the public URLSession API."]
     return "\n".join(lines) + "\n"
