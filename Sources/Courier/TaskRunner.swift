@@ -51,6 +51,8 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         var awaitingDisposition = false
         /// Bytes handed to the delegate queue and not yet delivered.
         var queuedBytes = 0
+        /// Body bytes waiting for the queued `didReceive data` call, which takes them all.
+        var pendingData: Data?
         /// What the exchange was last told: paused or not.
         var readingPaused = false
         var cancelRequested = false
@@ -266,11 +268,25 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         switch delivery {
         case .delegate:
             guard let delegate = dataDelegate, let dataTask = task as? URLSessionDataTask else { return }
-            let data = Data(bytes)
-            state.withLock { $0.queuedBytes += data.count }
+            // Bytes that arrive while a delivery is still queued join it: one hop to the
+            // delegate queue per batch, not per read.
+            let queueDelivery = state.withLock { state -> Bool in
+                state.queuedBytes += bytes.count
+                if state.pendingData != nil {
+                    state.pendingData!.append(contentsOf: bytes)
+                    return false
+                }
+                state.pendingData = Data(bytes)
+                return true
+            }
             updateReading()
+            guard queueDelivery else { return }
             let session = self.session
             enqueue { [self] in
+                let data = state.withLock { state -> Data in
+                    defer { state.pendingData = nil }
+                    return state.pendingData ?? Data()
+                }
                 delegate.urlSession(session, dataTask: dataTask, didReceive: data)
                 state.withLock { $0.queuedBytes -= data.count }
                 updateReading()
