@@ -6,6 +6,12 @@
 
 import PackageDescription
 
+import Foundation
+
+// SwiftPM names a path dependency after its directory, so the checkout's folder name (whatever
+// a clone is called) is the identity under which Courier's products are found.
+let courier = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().lastPathComponent.lowercased()
+
 let package = Package(
     name: "CourierBenchmarks",
     products: [
@@ -21,9 +27,9 @@ let package = Package(
         .executableTarget(
             name: "courier-load",
             dependencies: [
-                .product(name: "CourierTransport", package: "main"),
-                .product(name: "CourierCore", package: "main"),
-                .product(name: "CourierTLS", package: "main"),
+                .product(name: "CourierTransport", package: courier),
+                .product(name: "CourierCore", package: courier),
+                .product(name: "CourierTLS", package: courier),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],
@@ -31,7 +37,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "courier-bench",
-            dependencies: [.product(name: "Courier", package: "main")],
+            dependencies: [.product(name: "Courier", package: courier)],
             path: "Sources/CourierBench"
         ),
         // The same client as courier-bench with `import Courier` swapped for
@@ -46,8 +52,8 @@ let package = Package(
         .executableTarget(
             name: "parser-bench",
             dependencies: [
-                .product(name: "CourierHTTP1", package: "main"),
-                .product(name: "CourierCore", package: "main"),
+                .product(name: "CourierHTTP1", package: courier),
+                .product(name: "CourierCore", package: courier),
                 "CHTTPParser",
             ],
             path: "Sources/ParserBench"

@@ -7,34 +7,40 @@
 
 import PackageDescription
 
+import Foundation
+
+// SwiftPM names a path dependency after its directory, so the checkout's folder name (whatever
+// a clone is called) is the identity under which Courier's products are found.
+let courier = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().lastPathComponent.lowercased()
+
 let package = Package(
     name: "CourierFuzz",
     dependencies: [.package(path: "..")],
     targets: [
         .target(
             name: "FuzzSupport",
-            dependencies: [.product(name: "CourierHTTP1", package: "main"), .product(name: "CourierCore", package: "main")]
+            dependencies: [.product(name: "CourierHTTP1", package: courier), .product(name: "CourierCore", package: courier)]
         ),
         .executableTarget(name: "fuzz-http1-response", dependencies: ["FuzzSupport"], path: "Sources/FuzzHTTP1Response"),
         .executableTarget(name: "fuzz-http1-chunked", dependencies: ["FuzzSupport"], path: "Sources/FuzzHTTP1Chunked"),
         .executableTarget(
             name: "fuzz-request-encoding",
-            dependencies: [.product(name: "CourierHTTP1", package: "main"), .product(name: "CourierCore", package: "main")],
+            dependencies: [.product(name: "CourierHTTP1", package: courier), .product(name: "CourierCore", package: courier)],
             path: "Sources/FuzzRequestEncoding"
         ),
         .executableTarget(
             name: "fuzz-url-request",
-            dependencies: [.product(name: "Courier", package: "main")],
+            dependencies: [.product(name: "Courier", package: courier)],
             path: "Sources/FuzzURLRequest"
         ),
         .executableTarget(
             name: "fuzz-http2-frames",
-            dependencies: [.product(name: "CourierHTTP2", package: "main"), .product(name: "CourierCore", package: "main")],
+            dependencies: [.product(name: "CourierHTTP2", package: courier), .product(name: "CourierCore", package: courier)],
             path: "Sources/FuzzHTTP2Frames"
         ),
         .executableTarget(
             name: "fuzz-tls-records",
-            dependencies: [.product(name: "CourierTLS", package: "main"), .product(name: "CourierCore", package: "main")],
+            dependencies: [.product(name: "CourierTLS", package: courier), .product(name: "CourierCore", package: courier)],
             path: "Sources/FuzzTLSRecords"
         ),
     ],

@@ -51,8 +51,9 @@ open class URLResponse: NSObject, NSCopying, @unchecked Sendable {
 open class HTTPURLResponse: URLResponse, @unchecked Sendable {
     /// The status code.
     public let statusCode: Int
-    /// "HTTP/1.1" or "HTTP/2".
-    let httpVersion: String
+    /// Courier extension: the protocol version of the response, "HTTP/1.1", "HTTP/1.0" or
+    /// "HTTP/2" (Apple's class takes it in its initializer but does not show it).
+    public let httpVersion: String
     let fields: HTTPFields
 
     /// A response built by hand, e.g. by a `URLProtocol` or a test.

@@ -73,8 +73,9 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+        let version = (response as? HTTPURLResponse)?.httpVersion ?? "HTTP/1.1"
         if verbose, let request = dataTask.requestAsSent {
-            FileHandle.standardError.write(Data(Self.describe(request).map { "> \($0)\n" }.joined().appending(">\n").utf8))
+            FileHandle.standardError.write(Data(Self.describe(request, version: version).map { "> \($0)\n" }.joined().appending(">\n").utf8))
         }
         if let http = response as? HTTPURLResponse {
             state.withLock { $0.outcome.status = http.statusCode }
@@ -121,12 +122,12 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     }
 
     /// The request line and fields of a request, Host first, as lines.
-    static func describe(_ request: URLRequest) -> [String] {
+    static func describe(_ request: URLRequest, version: String) -> [String] {
         let url = request.url
         var target = url?.path(percentEncoded: true) ?? "/"
         if target.isEmpty { target = "/" }
         if let query = url?.query(percentEncoded: true) { target += "?" + query }
-        var lines = ["\(request.httpMethod ?? "GET") \(target) HTTP/1.1"]
+        var lines = ["\(request.httpMethod ?? "GET") \(target) \(version)"]
         let fields = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key == "Host" || ($1.key != "Host" && $0.key < $1.key) }
         for (name, value) in fields { lines.append("\(name): \(value)") }
         return lines
@@ -134,7 +135,10 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
 
     /// The status line and fields of a response, as lines.
     static func describe(_ response: HTTPURLResponse) -> [String] {
-        var lines = ["HTTP/1.1 \(response.statusCode) \(HTTPURLResponse.localizedString(forStatusCode: response.statusCode))"]
+        // HTTP/2 has no reason phrase; the status line shows the code alone, as curl does.
+        var lines = [response.httpVersion == "HTTP/2"
+            ? "HTTP/2 \(response.statusCode)"
+            : "\(response.httpVersion) \(response.statusCode) \(HTTPURLResponse.localizedString(forStatusCode: response.statusCode))"]
         for (name, value) in response.allHeaderFields.sorted(by: { "\($0.key)" < "\($1.key)" }) {
             lines.append("\(name): \(value)")
         }

@@ -22,6 +22,7 @@ struct HTTP1NginxTests {
         #expect(http.expectedContentLength == Int64(data.count))
         #expect(http.value(forHTTPHeaderField: "content-length") == String(data.count))
         #expect(http.url == nginx.url("/files/hello.txt"))
+        #expect(http.httpVersion == "HTTP/1.1")
         #expect(http.allHeaderFields["Server"] as? String != nil)
     }
 

@@ -36,6 +36,7 @@ struct HTTP2IntegrationTests {
         let (_, response) = try await session.data(from: nginx.tlsURL("good", "/files/hello.txt"))
         let http = try #require(response as? HTTPURLResponse)
         #expect(http.value(forHTTPHeaderField: "X-Server-Protocol") == "HTTP/2.0")
+        #expect(http.httpVersion == "HTTP/2")
         #expect(http.allHeaderFields["Content-Length"] as? String == String(NginxServer.fixtures["hello.txt"]!.count))
         #expect(http.value(forHTTPHeaderField: "content-type") != nil)
         #expect(http.expectedContentLength == Int64(NginxServer.fixtures["hello.txt"]!.count))

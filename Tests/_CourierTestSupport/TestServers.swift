@@ -20,8 +20,22 @@ public enum TestRun {
     }
 }
 
-/// A free TCP port on 127.0.0.1, found by binding port 0 and closing the socket.
+/// Ports already handed out by `freeLoopbackPort` in this process.
+private let handedOutPorts = Mutex<Set<Int>>([])
+
+/// A free TCP port on 127.0.0.1, found by binding port 0 and closing the socket. The kernel may
+/// offer a port again once it is closed, so a port this process already handed out (and whose
+/// server may not have bound it yet) is never returned twice.
 public func freeLoopbackPort() -> Int {
+    while true {
+        let port = probeFreeLoopbackPort()
+        if port == 0 { return 0 }  // nothing could be bound; the server's start reports it
+        let fresh = handedOutPorts.withLock { $0.insert(port).inserted }
+        if fresh { return port }
+    }
+}
+
+private func probeFreeLoopbackPort() -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
     var address = sockaddr_in()
