@@ -41,7 +41,8 @@ final class SinkDelegate: NSObject, URLSessionDataDelegate, URLSessionDownloadDe
     let destination: String?
     var bytes = 0
     var error: (any Error)?
-    let done = DispatchSemaphore(value: 0)
+    /// Set before the task starts; called once, on the delegate queue, when it completes.
+    var done: (@Sendable () -> Void)?
 
     init(destination: String?) {
         self.destination = destination
@@ -64,7 +65,7 @@ final class SinkDelegate: NSObject, URLSessionDataDelegate, URLSessionDownloadDe
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         self.error = error
-        done.signal()
+        done?()
     }
 }
 
@@ -126,15 +127,14 @@ case "w3":
     let delegate = SinkDelegate(destination: sink == "discard" ? nil : sink)
     let streaming = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
     let start = ContinuousClock.now
-    if sink == "discard" {
-        streaming.dataTask(with: request).resume()
-    } else {
-        streaming.downloadTask(with: request).resume()
-    }
+    // No thread blocks while waiting: a semaphore wait on a Dispatch thread would take the
+    // only worker a one-CPU process gets, and the delegate queue would starve behind it.
     await withCheckedContinuation { continuation in
-        DispatchQueue.global().async {
-            delegate.done.wait()
-            continuation.resume()
+        delegate.done = { continuation.resume() }
+        if sink == "discard" {
+            streaming.dataTask(with: request).resume()
+        } else {
+            streaming.downloadTask(with: request).resume()
         }
     }
     let elapsed = ContinuousClock.now - start
