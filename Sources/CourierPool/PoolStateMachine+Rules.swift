@@ -3,8 +3,14 @@ extension PoolStateMachine {
     /// Leases an available connection to `request`: an HTTP/2 connection with a free stream
     /// first, else the most recently used idle HTTP/1 connection.
     mutating func leaseAvailable(to request: PoolRequestID) -> (PoolConnectionID, [Action])? {
-        for (id, state) in connections.sorted(by: { $0.key < $1.key }) {
+        // The lowest-numbered HTTP/2 connection with a free stream (a scan, not a sort: this
+        // runs for every request).
+        var chosen: (id: PoolConnectionID, active: Int, maxStreams: Int)?
+        for (id, state) in connections {
             guard case .http2(let active, let maxStreams, let draining) = state, !draining, active < maxStreams else { continue }
+            if chosen == nil || id < chosen!.id { chosen = (id, active, maxStreams) }
+        }
+        if let (id, active, maxStreams) = chosen {
             connections[id] = .http2(activeStreams: active + 1, maxStreams: maxStreams, draining: false)
             var actions: [Action] = []
             if active == 0, idleOrder.contains(id) {
@@ -86,11 +92,17 @@ extension PoolStateMachine {
     mutating func dropUnneededBackoff() -> [Action] {
         guard waiters.isEmpty else { return [] }
         var actions: [Action] = []
-        for (id, state) in connections.sorted(by: { $0.key < $1.key }) where state == .backingOff {
+        for id in backingOffSlots() {
             connections[id] = nil
             actions.append(.cancelBackoffTimer(id))
         }
         return actions
+    }
+
+    /// The slots backing off, in identifier order (usually none: the filter runs first, so
+    /// the common case sorts nothing).
+    func backingOffSlots() -> [PoolConnectionID] {
+        connections.compactMap { $0.value == .backingOff ? $0.key : nil }.sorted()
     }
 
     /// Bounded exponential backoff: initial × 2^(failures − 1), at most `maxBackoff`.

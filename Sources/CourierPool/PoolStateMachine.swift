@@ -232,7 +232,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
             actions += [.cancelIdleTimer(id), .closeConnection(id)]
         }
         idleOrder.removeAll()
-        for (id, state) in connections.sorted(by: { $0.key < $1.key }) where state == .backingOff {
+        for id in backingOffSlots() {
             connections[id] = nil
             actions.append(.cancelBackoffTimer(id))
         }

@@ -53,6 +53,9 @@ struct HTTPURLResponseTests {
         ("text/plain; format=flowed; charset=us-ascii", "text/plain", "us-ascii"),
         ("text/plain; Charset=utf-8", "text/plain", "utf-8"),
         ("image/png", "image/png", nil),
+        ("IMAGE/PNG", "image/png", nil),
+        (" text/html ", "text/html", nil),
+        ("text/html\t", "text/html", nil),
         ("multipart/form-data; boundary=xyz", "multipart/form-data", nil),
     ] as [(String, String, String?)])
     func contentType(_ value: String, _ mimeType: String, _ encoding: String?) throws {
