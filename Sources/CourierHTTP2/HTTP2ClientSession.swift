@@ -320,14 +320,17 @@ public final class HTTP2ClientSession {
     /// "content-type" → "Content-Type": HTTP/2 names are lower case on the wire, but responses
     /// should look the same to users whatever the protocol.
     static func canonicalName(_ name: String) -> String {
-        var result = ""
-        result.reserveCapacity(name.utf8.count)
-        var upper = true
-        for character in name {
-            result.append(upper ? Character(character.uppercased()) : character)
-            upper = character == "-"
+        // Byte by byte: field names are tokens (ASCII), and this runs for every field.
+        String(unsafeUninitializedCapacity: name.utf8.count) { buffer in
+            var upper = true
+            var count = 0
+            for byte in name.utf8 {
+                buffer[count] = upper && byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") ? byte - 32 : byte
+                upper = byte == UInt8(ascii: "-")
+                count += 1
+            }
+            return count
         }
-        return result
     }
 }
 

@@ -336,3 +336,14 @@ struct HTTP2SessionTests {
         #expect(client.connectionFailure != nil)
     }
 }
+
+@Suite("HTTP/2 field names as users see them")
+struct HTTP2CanonicalNameTests {
+    @Test("lower-case wire names get a capital after every hyphen", arguments: [
+        ("content-type", "Content-Type"), ("etag", "Etag"), ("x-a-b", "X-A-B"), ("a--b", "A--B"),
+        ("-x", "-X"), ("", ""), ("x-1y", "X-1y"), ("already-Mixed", "Already-Mixed"),
+    ])
+    func canonical(_ wire: String, _ shown: String) {
+        #expect(HTTP2ClientSession.canonicalName(wire) == shown)
+    }
+}
