@@ -18,8 +18,10 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         case producer(RequestBodyProducer, chunk: Data, offset: Int, ended: Bool, reading: Bool)
     }
 
-    struct Stream {
-        var exchange: HTTPExchange
+    /// One stream's state. A class: it is updated for every frame, and a struct would be
+    /// copied out of the dictionary and back each time (its stash with it).
+    final class Stream {
+        let exchange: HTTPExchange
         var metrics: ExchangeMetrics
         var body: BodySource
         var bodyBytesSent: Int64 = 0
@@ -31,6 +33,13 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         var timer: TimerID?
         /// The stream ended while its reader was paused: completion waits for the stash.
         var endedWhilePaused = false
+
+        init(exchange: HTTPExchange, metrics: ExchangeMetrics, body: BodySource, lastActivity: ContinuousClock.Instant) {
+            self.exchange = exchange
+            self.metrics = metrics
+            self.body = body
+            self.lastActivity = lastActivity
+        }
     }
 
     let id: PoolConnectionID
@@ -174,13 +183,12 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     }
 
     func setReadingPaused(_ paused: Bool, for exchange: HTTPExchange) {
-        guard let streamID = streamsByExchange[ObjectIdentifier(exchange)], var current = streams[streamID] else { return }
+        guard let streamID = streamsByExchange[ObjectIdentifier(exchange)], let current = streams[streamID] else { return }
         guard current.paused != paused else { return }
         current.paused = paused
         current.lastActivity = .now
         let stash = paused ? [] : current.stash
         if !paused { current.stash = [] }
-        streams[streamID] = current
         if !stash.isEmpty {
             stash.withUnsafeBytes { exchange.delegate.exchange(exchange, didReceiveBodyBytes: $0) }
             session.consume(streamID: streamID, count: stash.count)
@@ -288,7 +296,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     }
 
     func http2Stream(_ streamID: Int32, didReceiveData bytes: UnsafeRawBufferPointer) {
-        guard var current = streams[streamID] else {
+        guard let current = streams[streamID] else {
             session.consume(streamID: streamID, count: bytes.count)
             return
         }
@@ -296,10 +304,8 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         current.metrics.responseBodyBytesReceived += Int64(bytes.count)
         if current.paused {
             current.stash += bytes
-            streams[streamID] = current
             return
         }
-        streams[streamID] = current
         current.exchange.delegate.exchange(current.exchange, didReceiveBodyBytes: bytes)
         session.consume(streamID: streamID, count: bytes.count)
     }
@@ -359,7 +365,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     }
 
     func http2Stream(_ streamID: Int32, readBodyInto buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyChunk {
-        guard var current = streams[streamID] else { return .bytes(count: 0, end: true) }
+        guard let current = streams[streamID] else { return .bytes(count: 0, end: true) }
         switch current.body {
         case .none:
             return .bytes(count: 0, end: true)
@@ -369,7 +375,6 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
             current.body = .bytes(data, offset: offset + count)
             let end = offset + count == data.count
             if end { current.metrics.requestEnd = .now }
-            streams[streamID] = current
             bodySent(streamID, count)
             return .bytes(count: count, end: end)
         case .producer(let producer, let chunk, let offset, let ended, let reading):
@@ -379,13 +384,11 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
                 let end = ended && offset + count == chunk.count
                 current.body = .producer(producer, chunk: chunk, offset: offset + count, ended: ended, reading: reading)
                 if end { current.metrics.requestEnd = .now }
-                streams[streamID] = current
                 bodySent(streamID, count)
                 return .bytes(count: count, end: end)
             }
             if ended {
                 current.metrics.requestEnd = .now
-                streams[streamID] = current
                 return .bytes(count: 0, end: true)
             }
             if !reading { readNextChunk(streamID, producer) }
@@ -396,9 +399,8 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     // MARK: Request bodies
 
     private func readNextChunk(_ streamID: Int32, _ producer: RequestBodyProducer) {
-        guard var current = streams[streamID], case .producer(_, _, _, _, false) = current.body else { return }
+        guard let current = streams[streamID], case .producer(_, _, _, _, false) = current.body else { return }
         current.body = .producer(producer, chunk: Data(), offset: 0, ended: false, reading: true)
-        streams[streamID] = current
         let exchange = current.exchange
         let bound = LoopBound(self, loop: loop)
         let loop = self.loop
@@ -447,7 +449,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
 
     /// Ends a stream's exchange with a result and tells the pool a stream is free.
     private func finishStream(_ streamID: Int32, _ result: Result<HTTPFields?, TransportError>) {
-        guard var current = streams[streamID] else { return }
+        guard let current = streams[streamID] else { return }
         dropStream(streamID)
         current.metrics.responseEnd = .now
         current.metrics.requestBodyBytesSent = current.bodyBytesSent

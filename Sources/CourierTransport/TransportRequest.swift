@@ -24,7 +24,7 @@ public struct Origin: Hashable, Sendable, CustomStringConvertible {
     /// `host[:port]` as the Host field writes it: brackets around IPv6, the port only when it
     /// is not the scheme's default.
     public var authority: String {
-        let hostPart = host.contains(":") ? "[\(host)]" : host
+        let hostPart = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
         return port == scheme.defaultPort ? hostPart : "\(hostPart):\(port)"
     }
 
