@@ -146,9 +146,9 @@ open class HTTPURLResponse: URLResponse, @unchecked Sendable {
     /// Splits `type/subtype; charset=x` (RFC 9110 section 8.3.1) with plain ASCII operations.
     static func parseContentType(_ value: String?) -> (mimeType: String?, charset: String?) {
         guard let value else { return (nil, nil) }
-        // The common case, a bare lower-case type without parameters or padding, is the
+        // The common case, a bare lower-case ASCII type without parameters or padding, is the
         // value itself.
-        if !value.isEmpty, value.utf8.allSatisfy({ $0 != UInt8(ascii: ";") && $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) {
+        if !value.isEmpty, value.utf8.allSatisfy({ $0 < 0x80 && $0 != UInt8(ascii: ";") && $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) {
             return (value, nil)
         }
         let parts = value.split(separator: ";", omittingEmptySubsequences: false)

@@ -56,6 +56,7 @@ struct HTTPURLResponseTests {
         ("IMAGE/PNG", "image/png", nil),
         (" text/html ", "text/html", nil),
         ("text/html\t", "text/html", nil),
+        ("text/\u{C4}", "text/\u{E4}", nil),
         ("multipart/form-data; boundary=xyz", "multipart/form-data", nil),
     ] as [(String, String, String?)])
     func contentType(_ value: String, _ mimeType: String, _ encoding: String?) throws {
