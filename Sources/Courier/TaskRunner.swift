@@ -51,8 +51,11 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         var awaitingDisposition = false
         /// Bytes handed to the delegate queue and not yet delivered.
         var queuedBytes = 0
-        /// Body bytes waiting for the queued `didReceive data` call, which takes them all.
+        /// Body bytes waiting for the next `didReceive data` call, which takes them all.
         var pendingData: Data?
+        /// That call is on the delegate queue (else it is queued when the loop has finished the
+        /// current read, or before the completion, whichever comes first).
+        var deliveryQueued = false
         /// What the exchange was last told: paused or not.
         var readingPaused = false
         var cancelRequested = false
@@ -268,31 +271,45 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         switch delivery {
         case .delegate:
             guard let delegate = dataDelegate, let dataTask = task as? URLSessionDataTask else { return }
-            // Bytes that arrive while a delivery is still queued join it: one hop to the
-            // delegate queue per batch, not per read.
-            let queueDelivery = state.withLock { state -> Bool in
+            // Bytes join those not yet delivered; the delivery is queued once the loop has
+            // finished the current read: one hop to the delegate queue per batch, not per
+            // chunk (an HTTP/2 read carries several DATA frames).
+            let startBatch = state.withLock { state -> Bool in
                 state.queuedBytes += bytes.count
                 if state.pendingData != nil {
                     state.pendingData!.append(contentsOf: bytes)
                     return false
                 }
                 state.pendingData = Data(bytes)
+                state.deliveryQueued = false
                 return true
             }
             updateReading()
-            guard queueDelivery else { return }
-            let session = self.session
-            enqueue { [self] in
-                let data = state.withLock { state -> Data in
-                    defer { state.pendingData = nil }
-                    return state.pendingData ?? Data()
-                }
-                delegate.urlSession(session, dataTask: dataTask, didReceive: data)
-                state.withLock { $0.queuedBytes -= data.count }
-                updateReading()
+            if startBatch {
+                exchange.afterCurrentEvent { [self] in queueDelivery(delegate, dataTask) }
             }
         case .completionHandler, .fileCompletionHandler, .async:
             state.withLock { $0.body.append(contentsOf: bytes) }
+        }
+    }
+
+    /// Queues the `didReceive data` call for the bytes pending, unless it is queued already.
+    private func queueDelivery(_ delegate: any URLSessionDataDelegate, _ dataTask: URLSessionDataTask) {
+        let queue = state.withLock { state -> Bool in
+            guard state.pendingData != nil, !state.deliveryQueued else { return false }
+            state.deliveryQueued = true
+            return true
+        }
+        guard queue else { return }
+        let session = self.session
+        enqueue { [self] in
+            let data = state.withLock { state -> Data in
+                defer { state.pendingData = nil }
+                return state.pendingData ?? Data()
+            }
+            delegate.urlSession(session, dataTask: dataTask, didReceive: data)
+            state.withLock { $0.queuedBytes -= data.count }
+            updateReading()
         }
     }
 
@@ -432,6 +449,8 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
                 session.taskCompleted(task)
             }
         case .delegate:
+            // Bytes still waiting for the end of the loop's read go first.
+            if let delegate = dataDelegate, let dataTask = task as? URLSessionDataTask { queueDelivery(delegate, dataTask) }
             let downloadDelegate = self.downloadDelegate
             enqueue {
                 if error == nil, let file, let downloadDelegate, let downloadTask = task as? URLSessionDownloadTask {

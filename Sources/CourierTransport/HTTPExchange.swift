@@ -113,6 +113,18 @@ public final class HTTPExchange: Sendable {
         }
     }
 
+    /// Runs `job` on the exchange's event loop once the event being handled is over, so what one
+    /// read delivers (several HTTP/2 DATA frames, say) can be handed on together; runs it at
+    /// once when called off that loop.
+    public func afterCurrentEvent(_ job: @escaping () -> Void) {
+        let phase = state.withLock { $0.phase }
+        if case .executing(let handle) = phase, handle.loop.inEventLoop {
+            handle.loop.executeSoon(job)
+        } else {
+            job()
+        }
+    }
+
     /// Fails the exchange unless it already finished.
     func fail(_ error: TransportError, metrics: ExchangeMetrics = ExchangeMetrics()) {
         guard markFinished() else { return }
