@@ -68,7 +68,10 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         /// Body bytes in the file, and the count last reported through `didWriteData`.
         var bytesWritten: Int64 = 0
         var bytesReported: Int64 = 0
-        /// A `didWriteData` call is queued and will report the latest count.
+        /// Bytes were written that no `didWriteData` call has been queued for yet, or the queued
+        /// call has not run; and whether it is queued (else it is queued when the loop has
+        /// finished the current read, or before the completion).
+        var progressPending = false
         var progressQueued = false
         var startDate = Date()
         var transactions: [URLSessionTaskTransactionMetrics] = []
@@ -294,6 +297,7 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
     }
 
     /// Queues the `didReceive data` call for the bytes pending, unless it is queued already.
+    /// Touches only what it is given: it may run after the task completed.
     private func queueDelivery(_ delegate: any URLSessionDataDelegate, _ dataTask: URLSessionDataTask) {
         let queue = state.withLock { state -> Bool in
             guard state.pendingData != nil, !state.deliveryQueued else { return false }
@@ -301,8 +305,8 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
             return true
         }
         guard queue else { return }
-        let session = self.session
-        enqueue { [self] in
+        let session = dataTask.session
+        session.delegateQueue.addOperation { [self] in
             let data = state.withLock { state -> Data in
                 defer { state.pendingData = nil }
                 return state.pendingData ?? Data()
@@ -328,16 +332,30 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         }
         task.progressIfCreated?.completedUnitCount = received
         guard case .delegate = delivery, let delegate = downloadDelegate, let downloadTask = task as? URLSessionDownloadTask else { return }
-        let queueProgress = state.withLock { state -> Bool in
+        // As for data: one progress call per read, queued when the loop has finished it.
+        let startBatch = state.withLock { state -> Bool in
             state.bytesWritten += count
-            defer { state.progressQueued = true }
-            return !state.progressQueued
+            if state.progressPending { return false }
+            state.progressPending = true
+            state.progressQueued = false
+            return true
         }
-        guard queueProgress else { return }
-        let session = self.session
-        enqueue { [self] in
+        if startBatch { exchange.afterCurrentEvent { [self] in queueProgress(delegate, downloadTask) } }
+    }
+
+    /// Queues the `didWriteData` call for the bytes written since the last one, unless it is
+    /// queued already. Touches only what it is given: it may run after the task completed.
+    private func queueProgress(_ delegate: any URLSessionDownloadDelegate, _ downloadTask: URLSessionDownloadTask) {
+        let queue = state.withLock { state -> Bool in
+            guard state.progressPending, !state.progressQueued else { return false }
+            state.progressQueued = true
+            return true
+        }
+        guard queue else { return }
+        let session = downloadTask.session
+        session.delegateQueue.addOperation { [self] in
             let (written, total) = state.withLock { state -> (Int64, Int64) in
-                state.progressQueued = false
+                state.progressPending = false
                 defer { state.bytesReported = state.bytesWritten }
                 return (state.bytesWritten - state.bytesReported, state.bytesWritten)
             }
@@ -449,8 +467,11 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
                 session.taskCompleted(task)
             }
         case .delegate:
-            // Bytes still waiting for the end of the loop's read go first.
+            // Bytes (or progress) still waiting for the end of the loop's read go first.
             if let delegate = dataDelegate, let dataTask = task as? URLSessionDataTask { queueDelivery(delegate, dataTask) }
+            if file != nil, let delegate = downloadDelegate as (any URLSessionDownloadDelegate)?, let downloadTask = task as? URLSessionDownloadTask {
+                queueProgress(delegate, downloadTask)
+            }
             let downloadDelegate = self.downloadDelegate
             enqueue {
                 if error == nil, let file, let downloadDelegate, let downloadTask = task as? URLSessionDownloadTask {

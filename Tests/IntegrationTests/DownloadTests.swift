@@ -194,8 +194,8 @@ struct DownloadTests {
         #expect(downloadFilesPresent() == before)
     }
 
-    @Test("a file that cannot be written fails the task with .cannotWriteToFile and is deleted")
-    func writeFailure() async throws {
+    @Test("a file that cannot be written fails the task with .cannotWriteToFile and is deleted (mid-body, or when the last bytes are written at the end)", arguments: ["/files/1m.bin", "/files/hello.txt"])
+    func writeFailure(_ resource: String) async throws {
         let session = URLSession(configuration: .ephemeral)
         defer { session.finishTasksAndInvalidate() }
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("courier-readonly-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
@@ -205,10 +205,10 @@ struct DownloadTests {
             make = { DownloadFile(url: URL(fileURLWithPath: path), descriptor: open(path, O_RDONLY | O_CLOEXEC)) }
         }
         let error = await #expect(throws: URLError.self) {
-            try await session.download(from: nginx.url("/files/1m.bin"))
+            try await session.download(from: nginx.url(resource))
         }
         #expect(error?.code == .cannotWriteToFile)
-        #expect(error?.failingURL == nginx.url("/files/1m.bin"))
+        #expect(error?.failingURL == nginx.url(resource))
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 
@@ -282,6 +282,27 @@ struct DownloadTests {
         #expect(error?.code == .networkConnectionLost)
         #expect(server.connectionCount == 1, "the stream was not sent again")
         #expect(downloadFilesPresent() == before)
+    }
+
+    @Test("tasks released as soon as they complete: nothing left on the loop touches them", arguments: ["download", "data"])
+    func releasedAtCompletion(_ kind: String) async throws {
+        // The last read both ends the body and completes the task; the batch of progress or
+        // data queued for the end of that read must not reach the task once it is gone.
+        for _ in 0..<200 {
+            let recorder = DownloadRecorder()
+            let data = RecordingDelegate()
+            let session = URLSession(configuration: .ephemeral, delegate: kind == "download" ? recorder : data, delegateQueue: nil)
+            if kind == "download" {
+                session.downloadTask(with: nginx.url("/files/64k.bin")).resume()
+                await recorder.waitForCompletion()
+                #expect(recorder.record.withLock { $0.error } == nil)
+            } else {
+                session.dataTask(with: nginx.url("/files/64k.bin")).resume()
+                await data.waitForCompletion()
+                #expect(data.record.withLock { $0.data.count } == 64 * 1024)
+            }
+            session.invalidateAndCancel()
+        }
     }
 
     @Test("download tasks are listed by getTasksWithCompletionHandler")
