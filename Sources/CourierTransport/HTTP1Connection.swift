@@ -90,16 +90,7 @@ final class HTTP1Connection: TransportStreamDelegate {
             owner?.requeueAfterStaleConnection(exchange, closedConnection: id)
             return
         }
-        let pausedEarly = exchange.state.withLock { state -> Bool? in
-            if case .finished = state.phase { return nil }
-            if state.cancelRequested {
-                // Cancelled between the pool and here: nobody else will see it now.
-                return nil
-            }
-            state.phase = .executing(ConnectionHandle(connection: self))
-            return state.pausedEarly
-        }
-        guard let pausedEarly else {
+        guard let pausedEarly = exchange.claim(for: self) else {
             // Cancelled on its way here: the connection is free again.
             exchange.fail(.cancelled)
             pool?.connectionReleased(id)
@@ -108,20 +99,9 @@ final class HTTP1Connection: TransportStreamDelegate {
         cancelPoolIdleTimer()
         requestsCarried += 1
         let request = exchange.request
-        var metrics = ExchangeMetrics()
-        metrics.fetchStart = exchange.createdAt
-        metrics.isReusedConnection = requestsCarried > 1
-        if !metrics.isReusedConnection {
-            metrics.connectStart = connectTimings.start
-            metrics.connectEnd = stream.tls?.handshakeEnd ?? connectTimings.end
-            metrics.secureConnectionStart = stream.tls?.handshakeStart
-            metrics.secureConnectionEnd = stream.tls?.handshakeEnd
-        }
-        metrics.tlsProtocolVersion = stream.tls?.version?.rawValue
-        metrics.tlsCipherSuite = stream.tls?.cipherSuite
-        metrics.networkProtocolName = "http/1.1"
-        metrics.localAddress = stream.localAddress
-        metrics.remoteAddress = stream.remoteAddress
+        var metrics = ExchangeMetrics(
+            for: exchange, on: stream, reused: requestsCarried > 1, connectTimings: connectTimings, protocolName: "http/1.1"
+        )
         let timed = request.collectsTimings
         if timed { metrics.requestStart = .now }
 
@@ -503,15 +483,8 @@ final class HTTP1Connection: TransportStreamDelegate {
         active!.body = .streaming(producer, length: length, reading: true)
         let exchange = current.exchange
         let bound = LoopBound(self, loop: loop)
-        let loop = self.loop
-        BlockingPool.shared.submit {
-            let outcome: Result<Data, BodyStreamFailure>
-            do {
-                outcome = .success(try producer.readChunk(maxLength: Self.bodyChunkSize))
-            } catch {
-                outcome = .failure(BodyStreamFailure(message: "\(error)"))
-            }
-            loop.execute { bound.value.bodyChunkRead(outcome, for: exchange) }
+        producer.readChunk(maxLength: Self.bodyChunkSize, deliveringOn: loop) { outcome in
+            bound.value.bodyChunkRead(outcome, for: exchange)
         }
     }
 

@@ -108,16 +108,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
             if !isClosed && !isRetiring { pool?.streamClosed(id) }
             return
         }
-        let pausedEarly = exchange.state.withLock { state -> Bool? in
-            if case .finished = state.phase { return nil }
-            if state.cancelRequested {
-                // Cancelled between the pool and here: nobody else will see it now.
-                return nil
-            }
-            state.phase = .executing(ConnectionHandle(connection: self))
-            return state.pausedEarly
-        }
-        guard let pausedEarly else {
+        guard let pausedEarly = exchange.claim(for: self) else {
             exchange.fail(.cancelled)
             pool?.streamClosed(id)
             return
@@ -125,20 +116,9 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         cancelPoolIdleTimer()
         streamsCarried += 1
         let request = exchange.request
-        var metrics = ExchangeMetrics()
-        metrics.fetchStart = exchange.createdAt
-        metrics.isReusedConnection = streamsCarried > 1
-        if !metrics.isReusedConnection {
-            metrics.connectStart = connectTimings.start
-            metrics.connectEnd = stream.tls?.handshakeEnd ?? connectTimings.end
-            metrics.secureConnectionStart = stream.tls?.handshakeStart
-            metrics.secureConnectionEnd = stream.tls?.handshakeEnd
-        }
-        metrics.tlsProtocolVersion = stream.tls?.version?.rawValue
-        metrics.tlsCipherSuite = stream.tls?.cipherSuite
-        metrics.networkProtocolName = "h2"
-        metrics.localAddress = stream.localAddress
-        metrics.remoteAddress = stream.remoteAddress
+        var metrics = ExchangeMetrics(
+            for: exchange, on: stream, reused: streamsCarried > 1, connectTimings: connectTimings, protocolName: "h2"
+        )
         metrics.requestStart = .now
 
         let kind: HTTP2RequestBody
@@ -403,15 +383,8 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         current.body = .producer(producer, chunk: Data(), offset: 0, ended: false, reading: true)
         let exchange = current.exchange
         let bound = LoopBound(self, loop: loop)
-        let loop = self.loop
-        BlockingPool.shared.submit {
-            let outcome: Result<Data, BodyStreamFailure>
-            do {
-                outcome = .success(try producer.readChunk(maxLength: HTTP1Connection.bodyChunkSize))
-            } catch {
-                outcome = .failure(BodyStreamFailure(message: "\(error)"))
-            }
-            loop.execute { bound.value.chunkRead(streamID, exchange, producer, outcome) }
+        producer.readChunk(maxLength: HTTP1Connection.bodyChunkSize, deliveringOn: loop) { outcome in
+            bound.value.chunkRead(streamID, exchange, producer, outcome)
         }
     }
 

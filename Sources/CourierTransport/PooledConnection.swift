@@ -1,4 +1,5 @@
 import CourierReactor
+import Foundation
 
 /// What a pool driver needs of a connection, whatever protocol it speaks. Called on the
 /// connection's loop.
@@ -33,6 +34,64 @@ extension HTTPExchange {
             state.retries += 1
             state.phase = .created
             return true
+        }
+    }
+}
+
+extension HTTPExchange {
+    /// Hands the exchange to `connection`: nil when it finished or was cancelled on its way
+    /// there (the connection then fails it), else whether it was asked to pause before it
+    /// arrived.
+    func claim(for connection: any PooledConnection) -> Bool? {
+        state.withLock { state -> Bool? in
+            if case .finished = state.phase { return nil }
+            // Cancelled between the pool and here: nobody else will see it now.
+            if state.cancelRequested { return nil }
+            state.phase = .executing(ConnectionHandle(connection: connection))
+            return state.pausedEarly
+        }
+    }
+}
+
+extension ExchangeMetrics {
+    /// The metrics of an exchange starting on `stream`: the connection's own timings only for
+    /// the first exchange it carries, its TLS details and addresses for every one.
+    init(
+        for exchange: HTTPExchange, on stream: any TransportStream, reused: Bool,
+        connectTimings: (start: ContinuousClock.Instant, end: ContinuousClock.Instant), protocolName: String
+    ) {
+        self.init()
+        fetchStart = exchange.createdAt
+        isReusedConnection = reused
+        if !reused {
+            connectStart = connectTimings.start
+            connectEnd = stream.tls?.handshakeEnd ?? connectTimings.end
+            secureConnectionStart = stream.tls?.handshakeStart
+            secureConnectionEnd = stream.tls?.handshakeEnd
+        }
+        tlsProtocolVersion = stream.tls?.version?.rawValue
+        tlsCipherSuite = stream.tls?.cipherSuite
+        networkProtocolName = protocolName
+        localAddress = stream.localAddress
+        remoteAddress = stream.remoteAddress
+    }
+}
+
+extension RequestBodyProducer {
+    /// Reads the next chunk of a streamed body on the blocking pool (the producer may block)
+    /// and hands the outcome to `deliver` on `loop`.
+    func readChunk(
+        maxLength: Int, deliveringOn loop: EventLoop,
+        _ deliver: @escaping @Sendable (Result<Data, BodyStreamFailure>) -> Void
+    ) {
+        BlockingPool.shared.submit {
+            let outcome: Result<Data, BodyStreamFailure>
+            do {
+                outcome = .success(try self.readChunk(maxLength: maxLength))
+            } catch {
+                outcome = .failure(BodyStreamFailure(message: "\(error)"))
+            }
+            loop.execute { deliver(outcome) }
         }
     }
 }
