@@ -23,10 +23,11 @@ final class DownloadFile: Sendable {
     private struct Output {
         var descriptor: Int32
         var buffer: [UInt8] = []
+        /// Why writing failed, if it did; nothing more is written after that.
+        var failure: String?
+        var removed = false
     }
     private let output: Mutex<Output>
-    private let failureMessage = Mutex<String?>(nil)
-    private let removed = Atomic(false)
 
     /// Takes over an open descriptor for the file at `url`.
     init(url: URL, descriptor: Int32) {
@@ -46,16 +47,16 @@ final class DownloadFile: Sendable {
     }
 
     /// The reason writing failed, if it did.
-    var failure: String? { failureMessage.withLock { $0 } }
+    var failure: String? { output.withLock { $0.failure } }
 
     /// Appends `bytes`; false (and nothing more is written) once a write failed.
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
         output.withLock { output -> Bool in
-            guard output.descriptor >= 0, failureMessage.withLock({ $0 == nil }) else { return false }
+            guard output.descriptor >= 0, output.failure == nil else { return false }
             if output.buffer.count + bytes.count > Self.bufferSize {
                 guard flush(&output) else { return false }
             }
-            if bytes.count >= Self.bufferSize { return writeAll(output.descriptor, bytes) }
+            if bytes.count >= Self.bufferSize { return record(Self.writeAll(output.descriptor, bytes), in: &output) }
             if output.buffer.capacity < Self.bufferSize { output.buffer.reserveCapacity(Self.bufferSize) }
             output.buffer.append(contentsOf: bytes)
             return true
@@ -65,54 +66,60 @@ final class DownloadFile: Sendable {
     /// Writes what is buffered and closes the file; false when a write or the close failed
     /// (the data may not be on disk).
     func close() -> Bool {
-        finish(keepingData: true)
+        output.withLock { finish(&$0, keepingData: true) }
     }
 
     /// Closes and deletes the file; only the first call deletes (a later file may have the name).
     func remove() {
-        _ = finish(keepingData: false)
-        guard !removed.exchange(true, ordering: .relaxed) else { return }
-        unlink(url.path)
+        let unlinkNow = output.withLock { output -> Bool in
+            _ = finish(&output, keepingData: false)
+            defer { output.removed = true }
+            return !output.removed
+        }
+        if unlinkNow { unlink(url.path) }
     }
 
-    private func finish(keepingData: Bool) -> Bool {
-        let closeError = output.withLock { output -> Int32 in
-            guard output.descriptor >= 0 else { return 0 }
-            if keepingData && failureMessage.withLock({ $0 == nil }) { _ = flush(&output) }
-            output.buffer = []
-            defer { output.descriptor = -1 }
-            return Glibc.close(output.descriptor) == 0 ? 0 : errno
+    private func finish(_ output: inout Output, keepingData: Bool) -> Bool {
+        guard output.descriptor >= 0 else { return output.failure == nil }
+        if keepingData && output.failure == nil { _ = flush(&output) }
+        output.buffer = []
+        if Glibc.close(output.descriptor) != 0 {
+            let reason = String(cString: strerror(errno))
+            output.failure = output.failure ?? "Cannot finish writing \(url.path): \(reason)."
         }
-        if closeError != 0 {
-            let reason = String(cString: strerror(closeError))
-            failureMessage.withLock { $0 = $0 ?? "Cannot finish writing \(url.path): \(reason)." }
-        }
-        return failure == nil
+        output.descriptor = -1
+        return output.failure == nil
     }
 
     /// Writes the buffer out and empties it.
     private func flush(_ output: inout Output) -> Bool {
         guard !output.buffer.isEmpty else { return true }
-        let done = output.buffer.withUnsafeBytes { writeAll(output.descriptor, $0) }
+        let descriptor = output.descriptor
+        let error = output.buffer.withUnsafeBytes { Self.writeAll(descriptor, $0) }
         output.buffer.removeAll(keepingCapacity: true)
-        return done
+        return record(error, in: &output)
     }
 
-    /// Writes all of `bytes`, retrying short writes; records the failure if one fails.
-    private func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
+    /// Notes a failed write (its errno); true when there was none.
+    private func record(_ error: Int32?, in output: inout Output) -> Bool {
+        guard let error else { return true }
+        output.failure = "Cannot write to \(url.path): \(String(cString: strerror(error)))."
+        return false
+    }
+
+    /// Writes all of `bytes`, retrying short writes; the errno of a failed write, else nil.
+    private static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
         var offset = 0
         while offset < bytes.count {
             let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
             if written < 0 {
                 let code = errno
                 if code == EINTR { continue }
-                let reason = String(cString: strerror(code))
-                failureMessage.withLock { $0 = "Cannot write to \(url.path): \(reason)." }
-                return false
+                return code
             }
             offset += written
         }
-        return true
+        return nil
     }
 }
 

@@ -52,10 +52,8 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         /// Bytes handed to the delegate queue and not yet delivered.
         var queuedBytes = 0
         /// Body bytes waiting for the next `didReceive data` call, which takes them all.
-        var pendingData: Data?
-        /// That call is on the delegate queue (else it is queued when the loop has finished the
-        /// current read, or before the completion, whichever comes first).
-        var deliveryQueued = false
+        var pendingData = Data()
+        var dataBatch = Batch()
         /// What the exchange was last told: paused or not.
         var readingPaused = false
         var cancelRequested = false
@@ -68,11 +66,7 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         /// Body bytes in the file, and the count last reported through `didWriteData`.
         var bytesWritten: Int64 = 0
         var bytesReported: Int64 = 0
-        /// Bytes were written that no `didWriteData` call has been queued for yet, or the queued
-        /// call has not run; and whether it is queued (else it is queued when the loop has
-        /// finished the current read, or before the completion).
-        var progressPending = false
-        var progressQueued = false
+        var progressBatch = Batch()
         var startDate = Date()
         var transactions: [URLSessionTaskTransactionMetrics] = []
         var request: URLRequest?
@@ -279,13 +273,8 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
             // chunk (an HTTP/2 read carries several DATA frames).
             let startBatch = state.withLock { state -> Bool in
                 state.queuedBytes += bytes.count
-                if state.pendingData != nil {
-                    state.pendingData!.append(contentsOf: bytes)
-                    return false
-                }
-                state.pendingData = Data(bytes)
-                state.deliveryQueued = false
-                return true
+                state.pendingData.append(contentsOf: bytes)
+                return state.dataBatch.open()
             }
             updateReading()
             if startBatch {
@@ -299,17 +288,13 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
     /// Queues the `didReceive data` call for the bytes pending, unless it is queued already.
     /// Touches only what it is given: it may run after the task completed.
     private func queueDelivery(_ delegate: any URLSessionDataDelegate, _ dataTask: URLSessionDataTask) {
-        let queue = state.withLock { state -> Bool in
-            guard state.pendingData != nil, !state.deliveryQueued else { return false }
-            state.deliveryQueued = true
-            return true
-        }
-        guard queue else { return }
+        guard state.withLock({ $0.dataBatch.markQueued() }) else { return }
         let session = dataTask.session
         session.delegateQueue.addOperation { [self] in
             let data = state.withLock { state -> Data in
-                defer { state.pendingData = nil }
-                return state.pendingData ?? Data()
+                state.dataBatch.close()
+                defer { state.pendingData = Data() }
+                return state.pendingData
             }
             delegate.urlSession(session, dataTask: dataTask, didReceive: data)
             state.withLock { $0.queuedBytes -= data.count }
@@ -335,10 +320,7 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
         // As for data: one progress call per read, queued when the loop has finished it.
         let startBatch = state.withLock { state -> Bool in
             state.bytesWritten += count
-            if state.progressPending { return false }
-            state.progressPending = true
-            state.progressQueued = false
-            return true
+            return state.progressBatch.open()
         }
         if startBatch { exchange.afterCurrentEvent { [self] in queueProgress(delegate, downloadTask) } }
     }
@@ -346,16 +328,11 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
     /// Queues the `didWriteData` call for the bytes written since the last one, unless it is
     /// queued already. Touches only what it is given: it may run after the task completed.
     private func queueProgress(_ delegate: any URLSessionDownloadDelegate, _ downloadTask: URLSessionDownloadTask) {
-        let queue = state.withLock { state -> Bool in
-            guard state.progressPending, !state.progressQueued else { return false }
-            state.progressQueued = true
-            return true
-        }
-        guard queue else { return }
+        guard state.withLock({ $0.progressBatch.markQueued() }) else { return }
         let session = downloadTask.session
         session.delegateQueue.addOperation { [self] in
             let (written, total) = state.withLock { state -> (Int64, Int64) in
-                state.progressPending = false
+                state.progressBatch.close()
                 defer { state.bytesReported = state.bytesWritten }
                 return (state.bytesWritten - state.bytesReported, state.bytesWritten)
             }
@@ -552,5 +529,34 @@ final class TaskRunner: HTTPExchangeDelegate, @unchecked Sendable {
     /// Runs `work` on the session's delegate queue, after everything queued before it.
     private func enqueue(_ work: @escaping @Sendable () -> Void) {
         session.delegateQueue.addOperation(work)
+    }
+}
+
+/// One call to the delegate queue that gathers what arrives meanwhile (the bytes or progress of
+/// a whole read): opened by the first arrival, queued once (when the loop has finished the
+/// read, or before the completion, whichever comes first), closed when the call runs and takes
+/// everything gathered.
+struct Batch {
+    private var isOpen = false
+    private var isQueued = false
+
+    /// Opens a batch; false when one is open already (what arrived joins it).
+    mutating func open() -> Bool {
+        guard !isOpen else { return false }
+        isOpen = true
+        isQueued = false
+        return true
+    }
+
+    /// Marks the open batch queued; false when none is open or it is queued already.
+    mutating func markQueued() -> Bool {
+        guard isOpen, !isQueued else { return false }
+        isQueued = true
+        return true
+    }
+
+    /// Closes the batch: what arrives from now on opens the next.
+    mutating func close() {
+        isOpen = false
     }
 }
