@@ -37,15 +37,15 @@ let package = Package(
         ),
         .executableTarget(
             name: "courier-bench",
-            dependencies: [.product(name: "Courier", package: courier)],
+            dependencies: ["BenchSupport", .product(name: "Courier", package: courier)],
             path: "Sources/CourierBench"
         ),
         // The same client as courier-bench with `import Courier` swapped for
         // `import FoundationNetworking`; run.sh writes its source from courier-bench's.
-        .executableTarget(name: "foundation-bench", path: "Sources/FoundationBench"),
+        .executableTarget(name: "foundation-bench", dependencies: ["BenchSupport"], path: "Sources/FoundationBench"),
         .executableTarget(
             name: "ahc-bench",
-            dependencies: [.product(name: "AsyncHTTPClient", package: "async-http-client")],
+            dependencies: ["BenchSupport", .product(name: "AsyncHTTPClient", package: "async-http-client")],
             path: "Sources/AHCBench"
         ),
         .systemLibrary(name: "CHTTPParser", path: "Sources/CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
@@ -55,10 +55,12 @@ let package = Package(
                 .product(name: "CourierHTTP1", package: courier),
                 .product(name: "CourierCore", package: courier),
                 "CHTTPParser",
+                "BenchSupport",
             ],
             path: "Sources/ParserBench"
         ),
         .target(name: "CMallocCounter", path: "Sources/CMallocCounter"),
+        .target(name: "BenchSupport", path: "Sources/BenchSupport"),
     ],
     swiftLanguageModes: [.v6]
 )

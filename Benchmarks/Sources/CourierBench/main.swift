@@ -12,6 +12,7 @@
 // It prints one JSON object: requests, seconds (of the measured part), bytes, errors and, when
 // the malloc counter is preloaded, allocations.
 
+import BenchSupport
 import Foundation
 import Courier
 
@@ -24,15 +25,6 @@ func allocationCount() -> UInt64? {
     guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "courier_malloc_count") else { return nil }
     typealias Counter = @convention(c) () -> UInt64
     return unsafeBitCast(symbol, to: Counter.self)()
-}
-
-func seconds(_ duration: Duration) -> Double {
-    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-}
-
-func emit(_ fields: [String: Any]) {
-    let data = (try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])) ?? Data()
-    print(String(decoding: data, as: UTF8.self))
 }
 
 /// Counts and drops a data task's body (W3 to the discarding sink), or moves a download task's
@@ -84,44 +76,16 @@ case "w1", "w4":
     let count = Int(arguments[3]) ?? 1000
     // One request outside the measurement, to open the connection.
     _ = try? await session.data(for: request)
-    var errors = 0
-    var bytes = 0
     let before = allocationCount()
-    let start = ContinuousClock.now
-    for _ in 0..<count {
-        do {
-            bytes += try await session.data(for: request).0.count
-        } catch {
-            errors += 1
-        }
-    }
-    let elapsed = ContinuousClock.now - start
-    var fields: [String: Any] = ["requests": count - errors, "seconds": seconds(elapsed), "bytes": bytes, "errors": errors]
+    let tally = await sequentialLoads(count) { try await session.data(for: request).0.count }
+    var fields = tally.fields
     if let before, let after = allocationCount() { fields["allocations"] = after - before }
     emit(fields)
 case "w2":
     let count = Int(arguments[3]) ?? 1000
     let concurrency = arguments.count > 4 ? Int(arguments[4]) ?? 32 : 32
     _ = try? await session.data(for: request)
-    let start = ContinuousClock.now
-    let (done, errors, bytes) = await withTaskGroup(of: (Int, Int).self) { group -> (Int, Int, Int) in
-        var launched = 0, done = 0, errors = 0, bytes = 0
-        func launch() {
-            launched += 1
-            group.addTask {
-                do { return (try await session.data(for: request).0.count, 0) } catch { return (0, 1) }
-            }
-        }
-        while launched < min(concurrency, count) { launch() }
-        for await (size, failed) in group {
-            done += 1
-            bytes += size
-            errors += failed
-            if launched < count { launch() }
-        }
-        return (done, errors, bytes)
-    }
-    emit(["requests": done - errors, "seconds": seconds(ContinuousClock.now - start), "bytes": bytes, "errors": errors])
+    emit(await concurrentLoads(count, concurrency: concurrency) { try await session.data(for: request).0.count }.fields)
 case "w3":
     let sink = arguments[3]
     let delegate = SinkDelegate(destination: sink == "discard" ? nil : sink)

@@ -3,14 +3,11 @@
 // with a 100-byte body, parsed again and again; and a 1 MiB body in 4 KiB chunks.
 // Prints JSON: nanoseconds per response and MB/s for each parser and input.
 
+import BenchSupport
 import CHTTPParser
 import CourierCore
 import CourierHTTP1
 import Foundation
-
-func seconds(_ duration: Duration) -> Double {
-    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-}
 
 let head = """
 HTTP/1.1 200 OK\r
