@@ -21,18 +21,10 @@ public final class NghttpdServer: Sendable {
             _ = FileManager.default.createFile(atPath: root.appendingPathComponent(name).path, contents: Data(bytes))
         }
         let port = freeLoopbackPort()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
         var arguments = ["--address=127.0.0.1", "-d", root.path]
         arguments += tls ? [String(port), pki.serverKey, pki.serverPEM] : ["--no-tls", String(port)]
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        self.pid = process.processIdentifier
+        self.pid = try startServerProcess(binary, arguments, directory: directory)
         self.port = port
-        ChildProcesses.track(pid)
-        try? String(pid).write(to: directory.appendingPathComponent("server.pid"), atomically: true, encoding: .utf8)
         guard waitForListener(port: port) else {
             stop()
             throw TestServerError("nghttpd did not start on port \(port)")

@@ -187,25 +187,13 @@ public final class NginxServer: Sendable {
         guard (try? configuration.write(to: configFile, atomically: true, encoding: .utf8)) != nil else {
             throw TestServerError("cannot write \(configFile.path)")
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["-p", path, "-c", configFile.path, "-e", "\(path)/error.log"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        do {
-            try process.run()
-        } catch {
-            throw TestServerError("cannot start nginx: \(error)")
-        }
-        self.pid = process.processIdentifier
+        self.pid = try startServerProcess(binary, ["-p", path, "-c", configFile.path, "-e", "\(path)/error.log"], directory: directory)
         self.port = port
         self.directory = directory
         self.tlsPorts = tlsPorts
         self.certificates = certificates
         self.h2cPort = h2cPort
         self.limitedPort = limitedPort
-        ChildProcesses.track(pid)
-        try? String(pid).write(to: directory.appendingPathComponent("server.pid"), atomically: true, encoding: .utf8)
         guard waitForListener(port: port), waitForListener(port: h2cPort), waitForListener(port: limitedPort), tlsPorts.values.allSatisfy({ waitForListener(port: $0) }) else {
             let log = (try? String(contentsOf: directory.appendingPathComponent("error.log"), encoding: .utf8)) ?? ""
             stop()

@@ -10,18 +10,12 @@ public final class OpenSSLServer: Sendable {
     /// Starts `openssl s_server -www` with `arguments` added; throws when it does not come up.
     public init(certificate: String, key: String, arguments: [String]) throws {
         let port = freeLoopbackPort()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificate, "-key", key, "-www", "-quiet"] + arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        self.pid = process.processIdentifier
+        self.pid = try startServerProcess(
+            "/usr/bin/openssl",
+            ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificate, "-key", key, "-www", "-quiet"] + arguments,
+            directory: TestRun.makeDirectory("s_server")
+        )
         self.port = port
-        ChildProcesses.track(pid)
-        let directory = TestRun.makeDirectory("s_server")
-        try? String(pid).write(to: directory.appendingPathComponent("server.pid"), atomically: true, encoding: .utf8)
         guard waitForListener(port: port) else {
             stop()
             throw TestServerError("openssl s_server did not start on port \(port)")

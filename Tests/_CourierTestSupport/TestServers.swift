@@ -48,6 +48,26 @@ private func probeFreeLoopbackPort() -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
+/// Starts a test server, its output discarded: tracked so it is stopped when the test process
+/// exits, and its PID recorded in `directory/server.pid` for the test script to stop leftovers.
+func startServerProcess(_ executable: String, _ arguments: [String], directory: URL) throws(TestServerError) -> Int32 {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    process.standardInput = FileHandle.nullDevice
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    do {
+        try process.run()
+    } catch {
+        throw TestServerError("cannot start \(executable): \(error)")
+    }
+    let pid = process.processIdentifier
+    ChildProcesses.track(pid)
+    try? String(pid).write(to: directory.appendingPathComponent("server.pid"), atomically: true, encoding: .utf8)
+    return pid
+}
+
 /// Waits until something accepts TCP connections on 127.0.0.1:`port`.
 public func waitForListener(port: Int, timeout: TimeInterval = 10) -> Bool {
     let deadline = Date().addingTimeInterval(timeout)
