@@ -1,8 +1,8 @@
 // swift-tools-version: 6.1
 //
 // Courier: Apple's URL Loading System for Linux, on its own network stack.
-// The targets form the house of layers described in docs/internals/architecture.md:
-// a target imports only the targets beneath it.
+// The targets form the house of layers described in ../shared/ARCHITECTURE.md and
+// docs/internals/: a target imports only the targets beneath it.
 
 import PackageDescription
 
@@ -18,10 +18,12 @@ let package = Package(
         .library(name: "CourierHTTP2", targets: ["CourierHTTP2"]),
         .library(name: "CourierTLS", targets: ["CourierTLS"]),
         .library(name: "CourierCore", targets: ["CourierCore"]),
+        .library(name: "CourierPolicies", targets: ["CourierPolicies"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.5.0"),
     ],
     targets: [
         // C shims and system libraries.
@@ -36,6 +38,16 @@ let package = Package(
             pkgConfig: "libnghttp2",
             providers: [.apt(["libnghttp2-dev"])]
         ),
+        .systemLibrary(
+            name: "CCourierZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
+        .systemLibrary(
+            name: "CCourierBrotli",
+            pkgConfig: "libbrotlidec",
+            providers: [.apt(["libbrotli-dev"])]
+        ),
 
         // Pure vocabulary: bytes, fields, heads, validation, limits.
         .target(name: "CourierCore"),
@@ -48,6 +60,9 @@ let package = Package(
             name: "CourierPool",
             dependencies: [.product(name: "DequeModule", package: "swift-collections")]
         ),
+
+        // Pure session policies: the task state machine, redirects, content decoding.
+        .target(name: "CourierPolicies", dependencies: ["CourierCore", "CCourierZlib", "CCourierBrotli"]),
 
         // IO: epoll selector, event loops, timers, sockets, resolver.
         .target(
@@ -69,7 +84,13 @@ let package = Package(
         ),
 
         // Public API.
-        .target(name: "Courier", dependencies: ["CCourierLinux", "CourierCore", "CourierHTTP1", "CourierTransport", "CourierTLS"]),
+        .target(
+            name: "Courier",
+            dependencies: [
+                "CCourierLinux", "CourierCore", "CourierHTTP1", "CourierPolicies", "CourierReactor", "CourierTransport", "CourierTLS",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
 
         // The `courier` command-line client.
         .executableTarget(
@@ -90,6 +111,7 @@ let package = Package(
 
         .testTarget(name: "CourierCoreTests", dependencies: ["CourierCore"]),
         .testTarget(name: "CourierPoolTests", dependencies: ["CourierPool"]),
+        .testTarget(name: "CourierPoliciesTests", dependencies: ["CourierPolicies", "CourierCore", "CCourierZlib", "CCourierBrotli"]),
         .testTarget(name: "CourierHTTP2Tests", dependencies: ["CourierHTTP2", "CourierCore", "CCourierNghttp2"]),
         .testTarget(name: "CourierTLSTests", dependencies: ["CourierTLS", "CCourierOpenSSL", "_CourierTestSupport", "CourierCore"]),
         .testTarget(
