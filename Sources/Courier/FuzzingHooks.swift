@@ -12,14 +12,8 @@ public enum FuzzingHooks {
     public static func encodedHead(for request: URLRequest) throws -> [UInt8] {
         let transportRequest = try RequestBuilder.make(request, configuration: .default, body: .request)
         var buffer = ByteBuffer()
-        let framing: HTTP1BodyFraming
-        switch transportRequest.body {
-        case .empty: framing = transportRequest.head.method.expectsRequestContent ? .contentLength(0) : .none
-        case .bytes(let data): framing = .contentLength(Int64(data.count))
-        case .stream(_, let length): framing = length.map { .contentLength($0) } ?? .chunked
-        }
         do {
-            try HTTP1RequestEncoder.encodeHead(transportRequest.head, framing: framing, into: &buffer)
+            try HTTP1RequestEncoder.encodeHead(transportRequest.head, framing: transportRequest.framing, into: &buffer)
         } catch {
             throw URLError.from(.localProtocol(error), url: request.url)
         }

@@ -26,8 +26,11 @@ enum RequestBuilder {
         return language
     }()
 
+    /// Default `Accept-Encoding`: the content codings the session decodes (ContentDecoder).
+    static let acceptEncoding = "gzip, deflate, br"
+
     static func make(
-        _ request: URLRequest, configuration: URLSessionConfiguration, body source: TaskRunner.BodySource
+        _ request: URLRequest, configuration: URLSessionConfiguration, body source: TaskDriver.BodySource
     ) throws(URLError) -> TransportRequest {
         guard let url = request.url else {
             throw .courier(.unsupportedURL, "The request has no URL.", url: nil)
@@ -48,6 +51,7 @@ enum RequestBuilder {
         if !fields.contains("User-Agent") { fields.append(name: "User-Agent", value: userAgent) }
         if !fields.contains("Accept") { fields.append(name: "Accept", value: "*/*") }
         if !fields.contains("Accept-Language") { fields.append(name: "Accept-Language", value: acceptLanguage) }
+        if !fields.contains("Accept-Encoding") { fields.append(name: "Accept-Encoding", value: acceptEncoding) }
 
         let body = try makeBody(request, source: source, url: url)
         if case .empty = body {} else if method == .post && !fields.contains("Content-Type") {
@@ -55,12 +59,8 @@ enum RequestBuilder {
             fields.append(name: "Content-Type", value: "application/x-www-form-urlencoded")
         }
 
+        // The head is validated once, by the transport, before it reaches a pool.
         let head = HTTPRequestHead(method: method, target: target(of: url), authority: origin.authority, scheme: origin.scheme.rawValue, fields: fields)
-        do {
-            try HTTP1RequestEncoder.validate(head)
-        } catch {
-            throw .from(.localProtocol(error), url: url)
-        }
         let timeout = request.isTimeoutIntervalSet ? request.timeoutInterval : configuration.timeoutIntervalForRequest
         var transportRequest = TransportRequest(origin: origin, head: head, body: body, idleTimeout: duration(timeout))
         transportRequest.deadline = .now + duration(configuration.timeoutIntervalForResource)
@@ -94,7 +94,7 @@ enum RequestBuilder {
         return path
     }
 
-    private static func makeBody(_ request: URLRequest, source: TaskRunner.BodySource, url: URL) throws(URLError) -> RequestBody {
+    private static func makeBody(_ request: URLRequest, source: TaskDriver.BodySource, url: URL) throws(URLError) -> RequestBody {
         switch source {
         case .data(let data):
             return .bytes(data)

@@ -1,5 +1,6 @@
 import CourierTransport
 import Foundation
+import Logging
 import Synchronization
 
 /// Coordinates a group of tasks: Apple's `URLSession`.
@@ -35,7 +36,10 @@ open class URLSession: NSObject, @unchecked Sendable {
     public let delegateQueue: OperationQueue
     open var sessionDescription: String?
     let frozenConfiguration: URLSessionConfiguration
-    let transport: HTTPTransport
+    /// Where tasks send their exchanges; the session never talks to the transport directly.
+    let loader: any Loader
+    /// The session's logger (label `courier`, or the configuration's own); secrets redacted.
+    let logger: Logger
     let registry: Mutex<Registry>
     /// Makes the file a download task writes to: a new file in the temporary directory. Tests
     /// replace it to reach the failure paths.
@@ -75,14 +79,15 @@ open class URLSession: NSObject, @unchecked Sendable {
         transportConfiguration.http2PriorKnowledge = frozen.http2PriorKnowledge
         let security = SessionSecurity()
         transportConfiguration.securityDelegate = security
-        self.transport = HTTPTransport(configuration: transportConfiguration)
+        self.loader = HTTPTransport(configuration: transportConfiguration)
+        self.logger = frozen.courierLogger ?? Logger(label: "courier")
         self.registry = Mutex(Registry(delegate: delegate))
         super.init()
         security.attach(self)
     }
 
     deinit {
-        transport.shutdown()
+        loader.shutdown()
     }
 
     /// The delegate; nil after invalidation.
@@ -196,9 +201,9 @@ open class URLSession: NSObject, @unchecked Sendable {
     // MARK: Internals
 
     func makeTask<T: URLSessionTask>(
-        _ kind: T.Type, _ request: URLRequest, delivery: TaskRunner.Delivery, body: TaskRunner.BodySource = .request
+        _ kind: T.Type, _ request: URLRequest, delivery: TaskDriver.Delivery, body: TaskDriver.BodySource = .request
     ) -> T {
-        typealias Make = (URLSession, Int, URLRequest, TaskRunner.Delivery, TaskRunner.BodySource) -> URLSessionTask
+        typealias Make = (URLSession, Int, URLRequest, TaskDriver.Delivery, TaskDriver.BodySource) -> URLSessionTask
         let make: Make
         if kind == URLSessionUploadTask.self {
             make = { URLSessionUploadTask(session: $0, identifier: $1, request: $2, delivery: $3, body: $4) }
@@ -233,7 +238,7 @@ open class URLSession: NSObject, @unchecked Sendable {
             registry.invalidation = .invalidated
             return registry.delegate
         }
-        transport.shutdown()
+        loader.shutdown()
         delegateQueue.addOperation { [self] in
             delegate?.urlSession(self, didBecomeInvalidWithError: nil)
             registry.withLock { $0.delegate = nil }

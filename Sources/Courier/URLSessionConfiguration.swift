@@ -1,4 +1,10 @@
+import CourierPolicies
 import Foundation
+import Logging
+
+/// Bounds on decoding a compressed response (a Courier extension): see
+/// ``URLSessionConfiguration/courierContentDecodingLimits``.
+public typealias ContentDecodingLimits = CourierPolicies.ContentDecodingLimits
 
 /// The behaviour and policies of a session: Apple's `URLSessionConfiguration`.
 ///
@@ -33,6 +39,24 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     /// (h2c with prior knowledge, RFC 9113 section 3.3). For servers known to accept it, such
     /// as test and benchmark peers; off by default. https negotiates HTTP/2 with ALPN anyway.
     open var http2PriorKnowledge = false
+    /// Courier extension: header fields (names, any case) removed from the request when a
+    /// redirect leads to another origin (scheme, host or port), in addition to `Authorization`,
+    /// `Proxy-Authorization` and `Cookie`, which never cross origins. Empty by default.
+    ///
+    /// - Warning: name every header that carries a secret (an `X-Api-Key`, a signed token):
+    ///   a server can redirect anywhere, and without this the secret travels with the request.
+    open var courierHeadersStrippedOnCrossOriginRedirect: Set<String> = []
+    /// Courier extension: bounds on decoding a compressed response (gzip, deflate, br), a
+    /// defence against decompression bombs: by default a body may decode to at most 1 GiB and,
+    /// past its first MiB, to at most 1,000 times its encoded size. A body that passes a
+    /// bound fails with `URLError(.dataLengthExceedsMaximum)`; raise the bounds for trusted
+    /// servers that send larger or more compressible bodies.
+    open var courierContentDecodingLimits = ContentDecodingLimits.default
+    /// Courier extension: the logger the session traces its decisions and exchanges to, at
+    /// `.debug` and `.trace` (nothing at `.info` for a request that succeeds). Nil: a logger
+    /// labelled `courier` from the process's logging system. Credentials and cookies are
+    /// always redacted.
+    open var courierLogger: Logger?
     /// Accepted; ignored (HTTP/1.1 pipelining is never used).
     open var httpShouldUsePipelining = false
     /// Accepted; no effect on Linux.
@@ -86,6 +110,9 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
         copy.httpMaximumConnectionsPerHost = httpMaximumConnectionsPerHost
         copy.httpAdditionalHeaders = httpAdditionalHeaders
         copy.http2PriorKnowledge = http2PriorKnowledge
+        copy.courierHeadersStrippedOnCrossOriginRedirect = courierHeadersStrippedOnCrossOriginRedirect
+        copy.courierContentDecodingLimits = courierContentDecodingLimits
+        copy.courierLogger = courierLogger
         copy.tlsMinimumSupportedProtocolVersion = tlsMinimumSupportedProtocolVersion
         copy.tlsMaximumSupportedProtocolVersion = tlsMaximumSupportedProtocolVersion
         copy.httpShouldUsePipelining = httpShouldUsePipelining

@@ -32,6 +32,14 @@ public protocol URLSessionTaskDelegate: URLSessionDelegate {
     /// A challenge for this task: server trust and client certificates when the session
     /// delegate leaves them alone.
     func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)
+    /// The server redirected the task (301, 302, 303, 307, 308). Call `completionHandler` with
+    /// `request` to follow it, with another request to load that instead, or with nil to
+    /// refuse: the task then completes with the redirect response and its body. When not
+    /// implemented, the redirect is followed.
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void)
+    /// The task must send its streamed body again (a 307 or 308 redirect): give a new stream
+    /// with the same bytes, or nil to fail the task.
+    func urlSession(_ session: URLSession, task: URLSessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void)
 }
 
 extension URLSessionTaskDelegate {
@@ -52,6 +60,22 @@ extension URLSessionTaskDelegate {
             target.urlSession(session, task: task, didReceive: challenge, completionHandler: completionHandler)
         } else {
             completionHandler(.performDefaultHandling, ChallengeDefaults.unhandled)
+        }
+    }
+
+    public func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        if let target = forwardingTarget(session, task) {
+            target.urlSession(session, task: task, willPerformHTTPRedirection: response, newRequest: request, completionHandler: completionHandler)
+        } else {
+            completionHandler(request)
+        }
+    }
+
+    public func urlSession(_ session: URLSession, task: URLSessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void) {
+        if let target = forwardingTarget(session, task) {
+            target.urlSession(session, task: task, needNewBodyStream: completionHandler)
+        } else {
+            completionHandler(nil)
         }
     }
 

@@ -40,8 +40,8 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
     private let identifier: Int
     private let original: URLRequest?
     let session: URLSession
-    /// Carries the task through the transport.
-    var runner: TaskRunner!
+    /// Carries the task through its exchanges.
+    var driver: TaskDriver!
     /// Progress of the transfer; its total is the expected byte count once known. Made on first
     /// use (a Progress is costly and most tasks never show one) from the counts so far.
     open var progress: Progress {
@@ -57,13 +57,13 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
     /// The progress object, when someone asked for it.
     var progressIfCreated: Progress? { storage.withLock { $0.progress } }
 
-    init(session: URLSession, identifier: Int, request: URLRequest?, delivery: TaskRunner.Delivery, body: TaskRunner.BodySource) {
+    init(session: URLSession, identifier: Int, request: URLRequest?, delivery: TaskDriver.Delivery, body: TaskDriver.BodySource) {
         self.session = session
         self.identifier = identifier
         self.original = request
         self.storage = Mutex(Storage(currentRequest: request))
         super.init()
-        self.runner = TaskRunner(task: self, delivery: delivery, body: body)
+        self.driver = TaskDriver(task: self, session: session, delivery: delivery, body: body)
     }
 
     /// Unique within the session.
@@ -107,7 +107,7 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
 
     /// Courier extension: the current request as it went on the wire, with the fields Courier
     /// added (Host, User-Agent, Accept, Accept-Language, framing). Nil until it was sent.
-    open var requestAsSent: URLRequest? { runner.requestAsSent }
+    open var requestAsSent: URLRequest? { driver.requestAsSent }
 
     /// The task's own delegate; it receives task events before the session's delegate.
     open var delegate: (any URLSessionTaskDelegate)? {
@@ -126,8 +126,8 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
         }
         switch action {
         case .none: break
-        case .start: runner.start()
-        case .continueReading: runner.setSuspended(false)
+        case .start: driver.start()
+        case .continueReading: driver.setSuspended(false)
         }
     }
 
@@ -140,7 +140,7 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
             storage.state = .suspended
             return storage.started
         }
-        if paused { runner.setSuspended(true) }
+        if paused { driver.setSuspended(true) }
     }
 
     /// Cancels the task: it completes with `URLError(.cancelled)`.
@@ -150,7 +150,7 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
             storage.state = .canceling
             return true
         }
-        if proceed { runner.cancel() }
+        if proceed { driver.cancel() }
     }
 
     open override func copy() -> Any { self }

@@ -31,6 +31,12 @@ public enum HTTP1RequestEncoder {
         _ head: HTTPRequestHead, framing: HTTP1BodyFraming, into buffer: inout ByteBuffer
     ) throws(HTTPFieldError) {
         try validate(head)
+        encodeValidatedHead(head, framing: framing, into: &buffer)
+    }
+
+    /// Appends the encoding of a head that already passed ``validate(_:)`` (the transport
+    /// validates every request once, before it reaches a pool), so it is not checked twice.
+    public static func encodeValidatedHead(_ head: HTTPRequestHead, framing: HTTP1BodyFraming, into buffer: inout ByteBuffer) {
         buffer.write(head.method.rawValue)
         buffer.write(byte: .space)
         buffer.write(head.target)

@@ -29,6 +29,9 @@ public enum ConnectError: Error, Sendable, Equatable, CustomStringConvertible {
 public struct ConnectedSocket: Sendable {
     public var fd: Int32
     public var address: SocketAddress
+    /// When the name lookup started and when its first answer came; nil for a numeric host.
+    public var resolutionStart: ContinuousClock.Instant?
+    public var resolutionEnd: ContinuousClock.Instant?
 }
 
 /// Dials `host:port` on a loop: resolves without blocking the loop, races addresses with Happy
@@ -48,6 +51,9 @@ public final class Connector {
     private var raceTimer: TimerID?
     private var deadlineTimer: TimerID?
     private var completion: ((Result<ConnectedSocket, ConnectError>) -> Void)?
+    /// When the first lookup was asked for and its first answer arrived (for metrics).
+    private var resolutionStart: ContinuousClock.Instant?
+    private var resolutionEnd: ContinuousClock.Instant?
 
     /// Prepares a dial; nothing happens until ``start(deadline:completion:)``.
     public init(target: Target, loop: EventLoop, resolver: Resolver = Resolver()) {
@@ -88,8 +94,10 @@ public final class Connector {
             switch action {
             case .resolve(let family):
                 guard case .host(let host, let port) = target else { continue }
+                if resolutionStart == nil { resolutionStart = .now }
                 resolver.resolve(host: host, port: port, family: family, on: loop) { [self] result in
                     guard completion != nil else { return }
+                    if resolutionEnd == nil { resolutionEnd = .now }
                     perform(machine.resolved(family, result, now: .now))
                 }
             case .startAttempt(let id, let address):
@@ -107,7 +115,9 @@ public final class Connector {
                 for id in ids { attempts.removeValue(forKey: id)?.close() }
             case .succeed(let id):
                 guard let attempt = attempts.removeValue(forKey: id) else { continue }
-                let socket = attempt.takeSocket()
+                var socket = attempt.takeSocket()
+                socket.resolutionStart = resolutionStart
+                socket.resolutionEnd = resolutionEnd
                 finish(.success(socket))
             case .fail(let failure):
                 switch failure {

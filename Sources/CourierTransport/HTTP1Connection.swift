@@ -57,21 +57,21 @@ final class HTTP1Connection: TransportStreamDelegate {
     private var poolIdleTimer: TimerID?
     private(set) var isClosed = false
     let establishedAt: ContinuousClock.Instant
-    let connectTimings: (start: ContinuousClock.Instant, end: ContinuousClock.Instant)
+    let connectTimings: ConnectTimings
 
     /// Stream-body chunk size read per blocking call.
     static let bodyChunkSize = 64 * 1024
     /// Bytes queued in the channel above which body streaming waits for a drain.
     static let bodyHighWatermark = 256 * 1024
 
-    init(id: PoolConnectionID, stream: TransportStream, pool: PoolDriver, connectStart: ContinuousClock.Instant, connectEnd: ContinuousClock.Instant) {
+    init(id: PoolConnectionID, stream: TransportStream, pool: PoolDriver, timings: ConnectTimings) {
         self.id = id
         self.loop = stream.loop
         self.stream = stream
         self.pool = pool
         self.owner = pool
         self.establishedAt = .now
-        self.connectTimings = (connectStart, connectEnd)
+        self.connectTimings = timings
         stream.delegate = self
     }
 
@@ -105,27 +105,14 @@ final class HTTP1Connection: TransportStreamDelegate {
         let timed = request.collectsTimings
         if timed { metrics.requestStart = .now }
 
-        let framing: HTTP1BodyFraming
+        let framing = request.framing
         var bodyProgress = BodyProgress.complete
-        switch request.body {
-        case .empty:
-            framing = request.head.method.expectsRequestContent ? .contentLength(0) : .none
-        case .bytes(let data):
-            framing = data.isEmpty && !request.head.method.expectsRequestContent ? .none : .contentLength(Int64(data.count))
-        case .stream(let producer, let length):
-            framing = length.map { .contentLength($0) } ?? .chunked
+        if case .stream(let producer, let length) = request.body {
             bodyProgress = .streaming(producer, length: length, reading: false)
         }
         sendBuffer.clear()
-        do {
-            try HTTP1RequestEncoder.encodeHead(request.head, framing: framing, into: &sendBuffer)
-        } catch {
-            // Validation is done before queueing; this is a last line of defence.
-            exchange.state.withLock { $0.phase = .created }
-            exchange.fail(.localProtocol(error), metrics: metrics)
-            pool?.connectionReleased(id)
-            return
-        }
+        // HTTPTransport.start validated the head before it reached the pool.
+        HTTP1RequestEncoder.encodeValidatedHead(request.head, framing: framing, into: &sendBuffer)
         metrics.requestHeaderBytesSent = Int64(sendBuffer.readableBytes)
         active = Active(exchange: exchange, metrics: metrics, body: bodyProgress, lastActivity: loop.now)
         parser.expectResponse(to: request.head.method)

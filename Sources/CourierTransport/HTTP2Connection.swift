@@ -70,7 +70,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     private var poolIdleTimer: TimerID?
     private var pingTimer: TimerID?
     private var awaitingPing = false
-    private let connectTimings: (start: ContinuousClock.Instant, end: ContinuousClock.Instant)
+    private let connectTimings: ConnectTimings
     /// Streams assumed allowed until the server's SETTINGS say otherwise (RFC 9113 section
     /// 6.5.2 recommends no fewer than 100).
     static let assumedMaxConcurrentStreams = 100
@@ -84,14 +84,14 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
 
     init(
         id: PoolConnectionID, stream: TransportStream, pool: PoolDriver, configuration: HTTP2Configuration,
-        connectStart: ContinuousClock.Instant, connectEnd: ContinuousClock.Instant
+        timings: ConnectTimings
     ) throws(HTTP2Error) {
         self.id = id
         self.loop = stream.loop
         self.stream = stream
         self.pool = pool
         self.owner = pool
-        self.connectTimings = (connectStart, connectEnd)
+        self.connectTimings = timings
         session = try HTTP2ClientSession(configuration: configuration)
         session.delegate = self
         stream.delegate = self
@@ -121,16 +121,23 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         )
         metrics.requestStart = .now
 
+        // The framing rule is the request's (one rule for both versions); on HTTP/2 an empty
+        // body is no DATA at all, the headers end the stream.
         let kind: HTTP2RequestBody
         let source: BodySource
-        switch request.body {
-        case .empty:
+        switch (request.framing, request.body) {
+        case (.none, _), (.contentLength(0), .empty), (.contentLength(0), .bytes):
             (kind, source) = (.none, .none)
-        case .bytes(let data):
-            (kind, source) = data.isEmpty ? (.none, .none) : (.known(length: Int64(data.count)), .bytes(data, offset: 0))
-        case .stream(let producer, let length):
-            kind = length.map { .known(length: $0) } ?? .streamed
-            source = .producer(producer, chunk: Data(), offset: 0, ended: false, reading: false)
+        case (_, .empty):
+            (kind, source) = (.none, .none)
+        case (.contentLength(let length), .bytes(let data)):
+            (kind, source) = (.known(length: length), .bytes(data, offset: 0))
+        case (.chunked, .bytes(let data)):
+            (kind, source) = (.streamed, .bytes(data, offset: 0))
+        case (.contentLength(let length), .stream(let producer, _)):
+            (kind, source) = (.known(length: length), .producer(producer, chunk: Data(), offset: 0, ended: false, reading: false))
+        case (.chunked, .stream(let producer, _)):
+            (kind, source) = (.streamed, .producer(producer, chunk: Data(), offset: 0, ended: false, reading: false))
         }
         let streamID: Int32
         do {

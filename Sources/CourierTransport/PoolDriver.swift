@@ -240,7 +240,8 @@ final class PoolDriver: Sendable {
                         connectionFailed(id, .connect(.connect(error)))
                         return
                     }
-                    secure(channel, id: id, connectStart: connectStart, deadline: connectStart + environment.connectTimeout)
+                    let timings = ConnectTimings(resolutionStart: socket.resolutionStart, resolutionEnd: socket.resolutionEnd, start: connectStart, end: connectStart)
+                    secure(channel, id: id, timings: timings, deadline: connectStart + environment.connectTimeout)
                 case .failure(let error):
                     connectionFailed(id, .connect(error))
                 }
@@ -256,10 +257,11 @@ final class PoolDriver: Sendable {
 
     /// Wraps a connected channel in TLS for https (plain TCP otherwise) and hands the
     /// connection to the pool. The handshake shares the connect `deadline`.
-    private func secure(_ channel: StreamChannel, id: PoolConnectionID, connectStart: ContinuousClock.Instant, deadline: ContinuousClock.Instant) {
-        let connectEnd = ContinuousClock.now
+    private func secure(_ channel: StreamChannel, id: PoolConnectionID, timings: ConnectTimings, deadline: ContinuousClock.Instant) {
+        var timings = timings
+        timings.end = .now
         guard origin.scheme == .https else {
-            established(id, stream: PlainStream(channel: channel), http2: environment.http2PriorKnowledge, connectStart: connectStart, connectEnd: connectEnd)
+            established(id, stream: PlainStream(channel: channel), http2: environment.http2PriorKnowledge, timings: timings)
             return
         }
         let engine: TLSEngine
@@ -282,7 +284,7 @@ final class PoolDriver: Sendable {
         stream.startHandshake(deadline: deadline) { [self] result in
             switch result {
             case .success:
-                established(id, stream: stream, http2: stream.tls?.applicationProtocol == "h2", connectStart: connectStart, connectEnd: connectEnd)
+                established(id, stream: stream, http2: stream.tls?.applicationProtocol == "h2", timings: timings)
             case .failure(let failure):
                 connectionFailed(id, failure)
             }
@@ -291,8 +293,7 @@ final class PoolDriver: Sendable {
 
     /// Hands a ready stream to the pool as an HTTP/1 or an HTTP/2 connection.
     private func established(
-        _ id: PoolConnectionID, stream: TransportStream, http2: Bool,
-        connectStart: ContinuousClock.Instant, connectEnd: ContinuousClock.Instant
+        _ id: PoolConnectionID, stream: TransportStream, http2: Bool, timings: ConnectTimings
     ) {
         let connection: any PooledConnection
         let kind: PoolConnectionProtocol
@@ -300,7 +301,7 @@ final class PoolDriver: Sendable {
             do {
                 let h2 = try HTTP2Connection(
                     id: id, stream: stream, pool: self, configuration: environment.http2Configuration,
-                    connectStart: connectStart, connectEnd: connectEnd
+                    timings: timings
                 )
                 connection = h2
                 kind = .http2(maxConcurrentStreams: HTTP2Connection.assumedMaxConcurrentStreams)
@@ -310,7 +311,7 @@ final class PoolDriver: Sendable {
                 return
             }
         } else {
-            connection = HTTP1Connection(id: id, stream: stream, pool: self, connectStart: connectStart, connectEnd: connectEnd)
+            connection = HTTP1Connection(id: id, stream: stream, pool: self, timings: timings)
             kind = .http1
         }
         let actions = state.withLock { state -> [Action] in

@@ -53,17 +53,27 @@ extension HTTPExchange {
     }
 }
 
+/// When a connection was dialed: the name lookup (nil for a numeric host) and the connect.
+struct ConnectTimings: Sendable {
+    var resolutionStart: ContinuousClock.Instant?
+    var resolutionEnd: ContinuousClock.Instant?
+    var start: ContinuousClock.Instant
+    var end: ContinuousClock.Instant
+}
+
 extension ExchangeMetrics {
     /// The metrics of an exchange starting on `stream`: the connection's own timings only for
     /// the first exchange it carries, its TLS details and addresses for every one.
     init(
         for exchange: HTTPExchange, on stream: any TransportStream, reused: Bool,
-        connectTimings: (start: ContinuousClock.Instant, end: ContinuousClock.Instant), protocolName: String
+        connectTimings: ConnectTimings, protocolName: String
     ) {
         self.init()
         fetchStart = exchange.createdAt
         isReusedConnection = reused
         if !reused {
+            domainLookupStart = connectTimings.resolutionStart
+            domainLookupEnd = connectTimings.resolutionEnd
             connectStart = connectTimings.start
             connectEnd = stream.tls?.handshakeEnd ?? connectTimings.end
             secureConnectionStart = stream.tls?.handshakeStart

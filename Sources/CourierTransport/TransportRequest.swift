@@ -69,6 +69,22 @@ public struct TransportRequest: Sendable {
     /// recorded). Off saves a clock read per step when nobody will look at them.
     public var collectsTimings = true
 
+    /// How the body is delimited: the one framing rule, used by both HTTP versions and by the
+    /// session layer's report of the request as sent. A body of known length (bytes, a file)
+    /// has `Content-Length`; a stream of unknown length is chunked; no body has no framing
+    /// field, except for methods whose content has a meaning (POST, PUT, PATCH), which say
+    /// `Content-Length: 0` (RFC 9110 section 8.6). An empty `Data` body counts as no body.
+    public var framing: HTTP1BodyFraming {
+        switch body {
+        case .empty:
+            return head.method.expectsRequestContent ? .contentLength(0) : .none
+        case .bytes(let data):
+            return data.isEmpty && !head.method.expectsRequestContent ? .none : .contentLength(Int64(data.count))
+        case .stream(_, let length):
+            return length.map { .contentLength($0) } ?? .chunked
+        }
+    }
+
     public init(origin: Origin, head: HTTPRequestHead, body: RequestBody = .empty, idleTimeout: Duration = .seconds(60)) {
         self.origin = origin
         self.head = head

@@ -1,0 +1,523 @@
+import CourierCore
+import CourierHTTP1
+import CourierPolicies
+import CourierTransport
+import Foundation
+import Logging
+import Synchronization
+
+/// Carries one task through its exchanges: the thin driver of the session layer
+/// (docs/internals/session.md).
+///
+/// `TaskStateMachine` decides; the driver acts: it sends exchanges through the session's
+/// ``Loader``, asks the delegate where Apple asks it, decodes the body, and hands the result to
+/// the task's ``TaskSink``. Transport callbacks arrive on an event loop, user calls (cancel,
+/// suspend) on any thread, delegate answers on the delegate queue.
+///
+/// Locking: one lock per task, `state`. Order: session → task → exchange (and a sink's own lock
+/// after the task's). User code never runs under the lock: decisions are taken under it and
+/// carried out after it is released.
+final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
+    /// How results reach the caller.
+    enum Delivery {
+        /// Through the delegates: response, data, metrics, completion.
+        case delegate
+        /// Through a completion handler on the delegate queue; data and completion delegate
+        /// callbacks are skipped.
+        case completionHandler(@Sendable (Data?, URLResponse?, (any Error)?) -> Void)
+        /// Through a completion handler given the downloaded file, which is deleted when the
+        /// handler returns; download-completion delegate callbacks are skipped.
+        case fileCompletionHandler(@Sendable (URL?, URLResponse?, (any Error)?) -> Void)
+        /// Through an async call; data callbacks are skipped.
+        case async(AsyncResult)
+    }
+
+    /// Where the request body comes from.
+    enum BodySource {
+        /// The request's `httpBody` or `httpBodyStream`.
+        case request
+        /// Bytes given to an upload task.
+        case data(Data)
+        /// A file given to an upload task, streamed from disk (opened anew for each exchange).
+        case file(URL)
+    }
+
+    struct State {
+        var machine: TaskStateMachine
+        /// The exchange in flight; callbacks from any other are stale and ignored.
+        var exchange: HTTPExchange?
+        /// The request of the current hop (the task's `currentRequest`).
+        var request: URLRequest?
+        var bodySource: BodySource
+        /// What went to the transport for the current hop.
+        var transportRequest: TransportRequest?
+        /// The response head of the current exchange.
+        var response: HTTPURLResponse?
+        /// The body of a redirect response, kept until the delegate decides.
+        var keptBody = Data()
+        /// Decodes the body of the delivered response; nil for identity.
+        var decoder: ContentDecoder?
+        /// Decoded body bytes of the current exchange (for its transaction metrics).
+        var decodedBytes: Int64 = 0
+        /// Why the task failed, once something failed.
+        var failure: URLError?
+        var transactions: [URLSessionTaskTransactionMetrics] = []
+        var startDate = Date()
+        /// When the whole task must be over (the resource timeout), fixed at the first hop.
+        var deadline: ContinuousClock.Instant?
+        var suspended = false
+        var awaitingDisposition = false
+        /// What the exchange was last told: paused or not.
+        var readingPaused = false
+        /// Whether transactions are recorded: only a task delegate receives metrics.
+        var collectsMetrics = false
+    }
+
+    /// Sink backlog above which the connection stops reading.
+    static let deliveryHighWatermark = 4 * 1024 * 1024
+    /// Backlog below which reading resumes.
+    static let deliveryLowWatermark = 1024 * 1024
+    /// Largest redirect body kept aside while the delegate decides; a larger one is not
+    /// followed but delivered as the response (nothing is lost, memory stays bounded).
+    static let maxKeptRedirectBytes = 1024 * 1024
+
+    /// The task, held weakly: a late transport callback after the task is gone finds nil and
+    /// does nothing (the session holds the task until its last callback).
+    weak var task: URLSessionTask?
+    let session: URLSession
+    let sink: TaskSink
+    let identifier: Int
+    let originalURL: URL?
+    let state: Mutex<State>
+
+    init(task: URLSessionTask, session: URLSession, delivery: Delivery, body: BodySource) {
+        self.task = task
+        self.session = session
+        self.identifier = task.taskIdentifier
+        self.originalURL = task.originalRequest?.url
+        let policy = RedirectPolicy(extraCrossOriginFieldNames: session.frozenConfiguration.courierHeadersStrippedOnCrossOriginRedirect)
+        self.state = Mutex(State(machine: TaskStateMachine(policy: policy), request: task.originalRequest, bodySource: body))
+        switch (task is URLSessionDownloadTask, delivery) {
+        case (true, .delegate): sink = FileSink(.delegate)
+        case (true, .fileCompletionHandler(let handler)): sink = FileSink(.handler(handler))
+        case (true, .async(let result)): sink = FileSink(.async(result))
+        case (_, .completionHandler(let handler)): sink = MemorySink(.handler(handler))
+        case (false, .async(let result)): sink = MemorySink(.async(result))
+        default: sink = DelegateDataSink()
+        }
+    }
+
+    var logger: Logger { session.logger }
+    /// The URL of the current hop.
+    var currentURL: URL? { state.withLock { $0.request?.url } ?? originalURL }
+
+    // MARK: Control (any thread)
+
+    func start() {
+        if session.isInvalidated {
+            state.withLock { $0.failure = .courier(.cancelled, "The session was invalidated before the task started.", url: originalURL) }
+            run(state.withLock { $0.machine.handle(.cancelRequested) })
+            return
+        }
+        run(state.withLock { state in
+            state.startDate = Date()
+            return state.machine.handle(.started)
+        })
+    }
+
+    func cancel() {
+        logger.debug("task cancelled", metadata: ["task": "\(identifier)"])
+        run(state.withLock { $0.machine.handle(.cancelRequested) })
+    }
+
+    func setSuspended(_ suspended: Bool) {
+        state.withLock { $0.suspended = suspended }
+        updateReading()
+    }
+
+    func setAwaitingDisposition(_ awaiting: Bool) {
+        state.withLock { $0.awaitingDisposition = awaiting }
+        updateReading()
+    }
+
+    /// The data delegate's answer to `didReceive response`.
+    func dispositionArrived(_ disposition: URLSession.ResponseDisposition) {
+        switch disposition {
+        case .allow: setAwaitingDisposition(false)
+        case .cancel: task?.cancel()
+        }
+    }
+
+    /// Tells the exchange to pause or resume when what the task needs changed. The wish is
+    /// recorded under the task's lock, so the latest decision is the one that holds.
+    func updateReading() {
+        let backlog = sink.backlog
+        let exchange = state.withLock { state -> HTTPExchange? in
+            let wanted = state.suspended || state.awaitingDisposition || backlog > Self.deliveryHighWatermark
+            let resume = !state.suspended && !state.awaitingDisposition && backlog <= Self.deliveryLowWatermark
+            guard let exchange = state.exchange else { return nil }
+            if wanted && !state.readingPaused {
+                state.readingPaused = true
+                exchange.recordPauseWish(true)
+                return exchange
+            }
+            if resume && state.readingPaused {
+                state.readingPaused = false
+                exchange.recordPauseWish(false)
+                return exchange
+            }
+            return nil
+        }
+        exchange?.applyPauseWish()
+    }
+
+    // MARK: Carrying out the machine's actions
+
+    /// Carries out actions in order, outside the lock.
+    func run(_ actions: [TaskStateMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .startExchange:
+                startExchange()
+            case .deliverResponse:
+                deliverResponse()
+            case .keepRedirectBody:
+                break
+            case .askRedirectDelegate(let redirect):
+                askRedirectDelegate(redirect)
+            case .deliverKeptResponse:
+                let kept = state.withLock { state -> Data in
+                    defer { state.keptBody = Data() }
+                    return state.keptBody
+                }
+                kept.withUnsafeBytes { deliverBody($0, from: nil) }
+            case .cancelExchange:
+                state.withLock { $0.exchange }?.cancel()
+            case .finish(let ending):
+                finish(ending)
+            }
+        }
+    }
+
+    /// Sends the current request as a new exchange.
+    private func startExchange() {
+        let (request, source, deadline) = state.withLock { ($0.request, $0.bodySource, $0.deadline) }
+        var transportRequest: TransportRequest
+        do {
+            guard let request else { throw URLError.courier(.unsupportedURL, "The task has no request.", url: nil) }
+            transportRequest = try RequestBuilder.make(request, configuration: session.frozenConfiguration, body: source)
+        } catch {
+            state.withLock { $0.failure = error as? URLError ?? .courier(.unknown, "\(error)", url: request?.url) }
+            run(state.withLock { $0.machine.handle(.exchangeFailed) })
+            return
+        }
+        // Timings feed URLSessionTaskMetrics, which only a task delegate receives.
+        let collectsMetrics = taskDelegate != nil
+        transportRequest.collectsTimings = collectsMetrics
+        if let deadline { transportRequest.deadline = deadline }
+        let expectedToSend: Int64
+        switch transportRequest.body {
+        case .empty: expectedToSend = 0
+        case .bytes(let data): expectedToSend = Int64(data.count)
+        case .stream(_, let length): expectedToSend = length ?? -1
+        }
+        task?.storage.withLock {
+            $0.countOfBytesExpectedToSend = expectedToSend
+            $0.countOfBytesSent = 0
+        }
+        // The exchange is known before it starts, so no callback can find it missing.
+        let exchange = session.loader.makeExchange(transportRequest, delegate: self)
+        let proceed = state.withLock { state -> Bool in
+            guard !state.machine.isFinished else { return false }
+            state.deadline = transportRequest.deadline
+            state.collectsMetrics = collectsMetrics
+            state.transportRequest = transportRequest
+            state.exchange = exchange
+            state.response = nil
+            state.decoder = nil
+            state.decodedBytes = 0
+            if state.readingPaused { exchange.recordPauseWish(true) }
+            return true
+        }
+        guard proceed else { return }
+        if logger.logLevel <= .debug {
+            logger.debug("exchange", metadata: [
+                "task": "\(identifier)", "method": "\(transportRequest.head.method)", "url": "\(request?.url?.absoluteString ?? "")",
+                "headers": "\(LogRedaction.describe(transportRequest.head.fields))",
+            ])
+        }
+        session.loader.start(exchange)
+    }
+
+    /// Hands the current response to the sink, with a decoder for its content codings.
+    private func deliverResponse() {
+        guard let response = state.withLock({ $0.response }) else { return }
+        var decoder: ContentDecoder?
+        if let coding = response.value(forHTTPHeaderField: "Content-Encoding"),
+           let codings = ContentCoding.codings(fromContentEncoding: coding), !codings.isEmpty {
+            decoder = ContentDecoder(codings: codings, limits: session.frozenConfiguration.courierContentDecodingLimits)
+        }
+        state.withLock { $0.decoder = decoder }
+        task?.storage.withLock { storage in
+            storage.response = response
+            storage.countOfBytesExpectedToReceive = response.expectedContentLength
+        }
+        task?.progressIfCreated?.totalUnitCount = response.expectedContentLength
+        if let error = sink.begin(response, driver: self) {
+            fail(error, with: .deliveryFailed)
+        }
+    }
+
+    /// Decodes body bytes of the delivered response and passes them to the sink.
+    private func deliverBody(_ bytes: UnsafeRawBufferPointer, from exchange: HTTPExchange?) {
+        guard !bytes.isEmpty else { return }
+        let decoder = state.withLock { $0.decoder }
+        var failure: URLError?
+        if let decoder {
+            do throws(ContentDecodingError) {
+                var decoded: Int64 = 0
+                try decoder.decode(bytes) { output in
+                    decoded += Int64(output.count)
+                    if failure == nil { failure = sink.receive(output, from: exchange, driver: self) }
+                }
+                state.withLock { $0.decodedBytes += decoded }
+            } catch {
+                failure = decodingFailure(error)
+            }
+        } else {
+            failure = sink.receive(bytes, from: exchange, driver: self)
+            state.withLock { $0.decodedBytes += Int64(bytes.count) }
+        }
+        if let failure { fail(failure, with: .deliveryFailed) }
+    }
+
+    /// Flushes the decoder at the end of the body; nil, or the error that fails the task.
+    private func finishDecoding() -> URLError? {
+        guard let decoder = state.withLock({ $0.decoder }) else { return nil }
+        var failure: URLError?
+        do throws(ContentDecodingError) {
+            try decoder.finish { output in
+                if failure == nil { failure = sink.receive(output, from: nil, driver: self) }
+            }
+        } catch {
+            return decodingFailure(error)
+        }
+        return failure
+    }
+
+    private func decodingFailure(_ error: ContentDecodingError) -> URLError {
+        let url = currentURL
+        switch error {
+        case .decodedSizeExceeded, .ratioExceeded:
+            return .courier(.dataLengthExceedsMaximum, "The response was not decoded: \(error). Raise courierContentDecodingLimits to accept it.", url: url)
+        default:
+            return .courier(.cannotDecodeContentData, "The response body could not be decoded: \(error).", url: url)
+        }
+    }
+
+    /// Records why the task failed and feeds the machine the event.
+    func fail(_ error: URLError, with event: TaskStateMachine.Event) {
+        let actions = state.withLock { state -> [TaskStateMachine.Action] in
+            guard !state.machine.isFinished else { return [] }
+            if state.failure == nil { state.failure = error }
+            return state.machine.handle(event)
+        }
+        run(actions)
+    }
+
+    /// Completes the task: builds the metrics and hands the outcome to the sink.
+    private func finish(_ ending: TaskStateMachine.Ending) {
+        var decodeFailure: URLError?
+        if ending == .success { decodeFailure = finishDecoding() }
+        let taskDelegate = self.taskDelegate
+        let url = currentURL
+        let outcome = state.withLock { state -> TaskOutcome in
+            let error: URLError?
+            switch ending {
+            case .success: error = decodeFailure
+            case .cancelled: error = state.failure ?? .courier(.cancelled, "cancelled", url: url)
+            case .redirectFailed(let failure): error = Self.error(for: failure, url: url)
+            case .exchangeFailed, .deliveryFailed: error = state.failure ?? .courier(.unknown, "The task failed.", url: url)
+            }
+            state.exchange = nil
+            state.decoder = nil
+            var metrics: URLSessionTaskMetrics?
+            if taskDelegate != nil {
+                metrics = URLSessionTaskMetrics(
+                    transactionMetrics: state.transactions,
+                    taskInterval: DateInterval(start: state.startDate, end: max(state.startDate, Date())),
+                    redirectCount: state.machine.redirectCount
+                )
+            }
+            return TaskOutcome(error: error, response: state.response, metrics: metrics)
+        }
+        task?.storage.withLock { storage in
+            storage.state = .completed
+            storage.error = outcome.error
+            if storage.response == nil { storage.response = outcome.response }
+        }
+        if let error = outcome.error {
+            logger.debug("task failed", metadata: ["task": "\(identifier)", "error": "\(error.code.rawValue) \(error.localizedDescription)"])
+        } else {
+            logger.trace("task finished", metadata: ["task": "\(identifier)", "status": "\(outcome.response?.statusCode ?? 0)"])
+        }
+        sink.complete(outcome, driver: self)
+    }
+
+    static func error(for failure: RedirectPolicy.Failure, url: URL?) -> URLError {
+        switch failure {
+        case .tooManyRedirects(let limit):
+            return .courier(.httpTooManyRedirects, "More than \(limit) redirects were followed.", url: url)
+        case .unsupportedScheme(let target):
+            return .courier(.unsupportedURL, "The redirect leads to an unsupported URL: \(target.absoluteString).", url: target)
+        case .badLocation(let location):
+            return .courier(.badServerResponse, "The redirect's Location is not a URL: \(location).", url: url)
+        }
+    }
+
+    // MARK: HTTPExchangeDelegate (on an event loop)
+
+    func exchange(_ exchange: HTTPExchange, didSendBodyBytes totalBytesSent: Int64) {
+        guard let task else { return }
+        let (previous, expected) = task.storage.withLock { storage -> (Int64, Int64) in
+            let previous = storage.countOfBytesSent
+            storage.countOfBytesSent = totalBytesSent
+            return (previous, storage.countOfBytesExpectedToSend)
+        }
+        guard let delegate = taskDelegate else { return }
+        let session = self.session
+        enqueue {
+            delegate.urlSession(session, task: task, didSendBodyData: totalBytesSent - previous, totalBytesSent: totalBytesSent, totalBytesExpectedToSend: expected)
+        }
+    }
+
+    func exchange(_ exchange: HTTPExchange, didReceiveHead head: HTTPResponseHead) {
+        let actions = state.withLock { state -> [TaskStateMachine.Action] in
+            guard state.exchange === exchange, let request = state.request, let url = request.url else { return [] }
+            let response = HTTPURLResponse(url: url, head: head)
+            state.response = response
+            let location = (300..<400).contains(head.status) ? head.fields.first("Location") : nil
+            return state.machine.handle(.responseHeadReceived(
+                status: head.status, location: location, requestURL: url, method: request.httpMethod ?? "GET"
+            ))
+        }
+        run(actions)
+    }
+
+    func exchange(_ exchange: HTTPExchange, didReceiveBodyBytes bytes: UnsafeRawBufferPointer) {
+        enum Route { case stale, keep, overflow, deliver }
+        let route = state.withLock { state -> Route in
+            guard state.exchange === exchange else { return .stale }
+            guard case .keepingRedirect = state.machine.state else { return .deliver }
+            state.keptBody.append(contentsOf: bytes)
+            return state.keptBody.count > Self.maxKeptRedirectBytes ? .overflow : .keep
+        }
+        switch route {
+        case .stale, .keep:
+            return
+        case .overflow:
+            run(state.withLock { $0.machine.handle(.redirectBodyOverflowed) })
+            return
+        case .deliver:
+            break
+        }
+        if let task {
+            let received = task.storage.withLock { storage -> Int64 in
+                storage.countOfBytesReceived += Int64(bytes.count)
+                return storage.countOfBytesReceived
+            }
+            task.progressIfCreated?.completedUnitCount = received
+        }
+        deliverBody(bytes, from: exchange)
+    }
+
+    func exchange(_ exchange: HTTPExchange, didCompleteWithTrailers trailers: HTTPFields?, metrics: ExchangeMetrics) {
+        let actions = state.withLock { state -> [TaskStateMachine.Action] in
+            guard state.exchange === exchange else { return [] }
+            record(metrics, in: &state)
+            return state.machine.handle(.bodyFinished)
+        }
+        run(actions)
+    }
+
+    func exchange(_ exchange: HTTPExchange, didFailWith error: TransportError, metrics: ExchangeMetrics) {
+        let url = currentURL
+        let actions = state.withLock { state -> [TaskStateMachine.Action] in
+            guard state.exchange === exchange else { return [] }
+            record(metrics, in: &state)
+            if state.failure == nil { state.failure = .from(error, url: url) }
+            return state.machine.handle(.exchangeFailed)
+        }
+        run(actions)
+    }
+
+    /// Adds the transaction of a finished exchange, when a task delegate will see metrics.
+    private func record(_ metrics: ExchangeMetrics, in state: inout State) {
+        guard state.collectsMetrics, let request = state.request else { return }
+        state.transactions.append(URLSessionTaskTransactionMetrics(
+            request: state.transportRequest.map { Self.wireRequest(request, $0) } ?? request,
+            response: state.response, metrics: metrics, bodyBytesAfterDecoding: state.decodedBytes
+        ))
+    }
+
+    // MARK: The request as sent
+
+    /// The current request as it went on the wire, once it was handed to the transport.
+    var requestAsSent: URLRequest? {
+        state.withLock { state in
+            guard let request = state.request, let transportRequest = state.transportRequest else { return nil }
+            return Self.wireRequest(request, transportRequest)
+        }
+    }
+
+    /// `request` with the fields Courier actually sends: Host, the merged caller, configured
+    /// and default fields, and the framing field (the transport's one framing rule).
+    static func wireRequest(_ request: URLRequest, _ transportRequest: TransportRequest) -> URLRequest {
+        var sent = request
+        sent.allHTTPHeaderFields = nil
+        sent.setValue(transportRequest.head.authority, forHTTPHeaderField: "Host")
+        for field in transportRequest.head.fields.fields where !HTTP1RequestEncoder.reservedFieldNames.contains(field.name.lowercased()) {
+            sent.addValue(field.value, forHTTPHeaderField: field.name)
+        }
+        switch transportRequest.framing {
+        case .none: break
+        case .contentLength(let length): sent.setValue(String(length), forHTTPHeaderField: "Content-Length")
+        case .chunked: sent.setValue("chunked", forHTTPHeaderField: "Transfer-Encoding")
+        }
+        return sent
+    }
+
+    // MARK: Delegates and the delegate queue
+
+    /// The delegate for task events: the task's own, else the session's.
+    var taskDelegate: (any URLSessionTaskDelegate)? {
+        task?.delegate ?? (session.delegate as? URLSessionTaskDelegate)
+    }
+
+    /// The delegate for data events: the task's own when it handles them, else the session's.
+    var dataDelegate: (any URLSessionDataDelegate)? {
+        (task?.delegate as? URLSessionDataDelegate) ?? (session.delegate as? URLSessionDataDelegate)
+    }
+
+    /// The delegate for download events: the task's own when it handles them, else the session's.
+    var downloadDelegate: (any URLSessionDownloadDelegate)? {
+        (task?.delegate as? URLSessionDownloadDelegate) ?? (session.delegate as? URLSessionDownloadDelegate)
+    }
+
+    /// Runs `work` on the session's delegate queue, after everything queued before it.
+    func enqueue(_ work: @escaping @Sendable () -> Void) {
+        session.delegateQueue.addOperation(work)
+    }
+
+    /// Hands metrics to the task delegate (on the delegate queue).
+    func reportMetrics(_ metrics: URLSessionTaskMetrics?) {
+        guard let metrics, let task, let delegate = taskDelegate else { return }
+        delegate.urlSession(session, task: task, didFinishCollecting: metrics)
+    }
+
+    /// The task delivered its last callback.
+    func taskCompleted() {
+        guard let task else { return }
+        session.taskCompleted(task)
+    }
+}
