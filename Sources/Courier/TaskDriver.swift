@@ -95,8 +95,12 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         self.session = session
         self.identifier = task.taskIdentifier
         self.originalURL = task.originalRequest?.url
-        let policy = RedirectPolicy(extraCrossOriginFieldNames: session.frozenConfiguration.courierHeadersStrippedOnCrossOriginRedirect)
-        self.state = Mutex(State(machine: TaskStateMachine(policy: policy), request: task.originalRequest, bodySource: body))
+        let configuration = session.frozenConfiguration
+        let machine = TaskStateMachine(
+            policy: RedirectPolicy(extraCrossOriginFieldNames: configuration.courierHeadersStrippedOnCrossOriginRedirect),
+            retryPolicy: RetryPolicy(maximumDelay: configuration.courierMaximumRetryAfterDelay, maximumAttempts: configuration.courierMaximumRetryAttempts)
+        )
+        self.state = Mutex(State(machine: machine, request: task.originalRequest, bodySource: body))
         switch (task is URLSessionDownloadTask, delivery) {
         case (true, .delegate): sink = FileSink(.delegate)
         case (true, .fileCompletionHandler(let handler)): sink = FileSink(.handler(handler))
@@ -181,8 +185,10 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
                 startExchange()
             case .deliverResponse:
                 deliverResponse()
-            case .keepRedirectBody:
+            case .keepBodyAside:
                 break
+            case .scheduleRetry(let delay):
+                scheduleRetry(after: delay)
             case .askRedirectDelegate(let redirect):
                 askRedirectDelegate(redirect)
             case .deliverKeptResponse:
@@ -247,6 +253,15 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             ])
         }
         session.loader.start(exchange)
+    }
+
+    /// Sends the same request again after `delay` seconds (a 503 or 429 with Retry-After).
+    private func scheduleRetry(after delay: Double) {
+        logger.debug("retry after Retry-After", metadata: ["task": "\(identifier)", "seconds": "\(delay)"])
+        state.withLock { $0.keptBody = Data() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
+            run(state.withLock { $0.machine.handle(.retryTimerFired) })
+        }
     }
 
     /// Hands the current response to the sink, with a decoder for its content codings.
@@ -397,9 +412,12 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             let response = HTTPURLResponse(url: url, head: head)
             state.response = response
             let location = (300..<400).contains(head.status) ? head.fields.first("Location") : nil
-            return state.machine.handle(.responseHeadReceived(
-                status: head.status, location: location, requestURL: url, method: request.httpMethod ?? "GET"
-            ))
+            let retryAfter = RetryPolicy.retriedStatuses.contains(head.status) ? head.fields.first("Retry-After") : nil
+            return state.machine.handle(.responseHeadReceived(.init(
+                status: head.status, location: location, retryAfter: retryAfter, requestURL: url,
+                method: request.httpMethod ?? "GET", bodyIsReplayable: state.transportRequest?.body.isReplayable ?? true,
+                now: retryAfter == nil ? Date(timeIntervalSince1970: 0) : Date()
+            )))
         }
         run(actions)
     }
@@ -408,7 +426,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         enum Route { case stale, keep, overflow, deliver }
         let route = state.withLock { state -> Route in
             guard state.exchange === exchange else { return .stale }
-            guard case .keepingRedirect = state.machine.state else { return .deliver }
+            guard case .keepingBody = state.machine.state else { return .deliver }
             state.keptBody.append(contentsOf: bytes)
             return state.keptBody.count > Self.maxKeptRedirectBytes ? .overflow : .keep
         }
@@ -416,7 +434,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         case .stale, .keep:
             return
         case .overflow:
-            run(state.withLock { $0.machine.handle(.redirectBodyOverflowed) })
+            run(state.withLock { $0.machine.handle(.keptBodyOverflowed) })
             return
         case .deliver:
             break

@@ -57,6 +57,16 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     /// labelled `courier` from the process's logging system. Credentials and cookies are
     /// always redacted.
     open var courierLogger: Logger?
+    /// Courier extension: an idempotent request (GET, HEAD, PUT, DELETE, OPTIONS, TRACE) with
+    /// a body that can be sent again, answered 503 or 429 with a `Retry-After` of at most this
+    /// many seconds, is sent again after that wait, up to ``courierMaximumRetryAttempts`` times;
+    /// each attempt is a transaction in the task's metrics. 0, the default, never retries.
+    ///
+    /// - Warning: a retry repeats the request; keep the bound small so that a server cannot
+    ///   hold a task for long, and leave it off for requests whose repetition matters.
+    open var courierMaximumRetryAfterDelay: TimeInterval = 0
+    /// Courier extension: retries one task may make under ``courierMaximumRetryAfterDelay``; 2 by default.
+    open var courierMaximumRetryAttempts = 2
     /// Accepted; ignored (HTTP/1.1 pipelining is never used).
     open var httpShouldUsePipelining = false
     /// Accepted; no effect on Linux.
@@ -113,6 +123,8 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
         copy.courierHeadersStrippedOnCrossOriginRedirect = courierHeadersStrippedOnCrossOriginRedirect
         copy.courierContentDecodingLimits = courierContentDecodingLimits
         copy.courierLogger = courierLogger
+        copy.courierMaximumRetryAfterDelay = courierMaximumRetryAfterDelay
+        copy.courierMaximumRetryAttempts = courierMaximumRetryAttempts
         copy.tlsMinimumSupportedProtocolVersion = tlsMinimumSupportedProtocolVersion
         copy.tlsMaximumSupportedProtocolVersion = tlsMaximumSupportedProtocolVersion
         copy.httpShouldUsePipelining = httpShouldUsePipelining

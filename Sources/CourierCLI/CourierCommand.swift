@@ -48,6 +48,9 @@ struct CourierCommand: AsyncParsableCommand {
     @Flag(name: [.customShort("k"), .customLong("insecure")], help: "Accept any server certificate (no verification).")
     var insecure = false
 
+    @Flag(name: [.customShort("L"), .customLong("location")], help: "Follow redirects (at most 16, URLSession's limit); without it a redirect is the answer.")
+    var location = false
+
     mutating func run() async throws {
         guard let url else {
             try await Demo.run()
@@ -95,7 +98,7 @@ struct CourierCommand: AsyncParsableCommand {
         } else if let caCertificates {
             trust = .anchors(try TrustPolicy.loadPEM(caCertificates))
         }
-        let transfer = Transfer(sink: sink, include: include, verbose: verbose, trust: trust)
+        let transfer = Transfer(sink: sink, include: include, verbose: verbose, trust: trust, followsRedirects: location)
         let configuration = URLSessionConfiguration.ephemeral
         if let maxTime { configuration.timeoutIntervalForResource = maxTime }
         let session = URLSession(configuration: configuration, delegate: transfer, delegateQueue: nil)

@@ -32,13 +32,32 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     private let include: Bool
     private let verbose: Bool
     private let trust: TrustPolicy
+    private let followsRedirects: Bool
     private let state = Mutex<(outcome: Outcome, continuation: CheckedContinuation<Outcome, Never>?)>((Outcome(), nil))
 
-    init(sink: OutputSink, include: Bool, verbose: Bool, trust: TrustPolicy) {
+    init(sink: OutputSink, include: Bool, verbose: Bool, trust: TrustPolicy, followsRedirects: Bool) {
         self.sink = sink
         self.include = include
         self.verbose = verbose
         self.trust = trust
+        self.followsRedirects = followsRedirects
+    }
+
+    /// As curl: a redirect is the answer unless -L asks to follow it.
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        guard followsRedirects else {
+            completionHandler(nil)
+            return
+        }
+        if verbose {
+            if let sent = task.requestAsSent {
+                FileHandle.standardError.write(Data(Self.describe(sent, version: response.httpVersion).map { "> \($0)\n" }.joined().appending(">\n").utf8))
+            }
+            let head = Self.describe(response).map { "< \($0)\n" }.joined()
+            FileHandle.standardError.write(Data((head + "<\n* Issue another request to this URL: '\(request.url?.absoluteString ?? "")'\n").utf8))
+        }
+        if include { sink.write(Data((Self.describe(response).joined(separator: "\r\n") + "\r\n\r\n").utf8)) }
+        completionHandler(request)
     }
 
     func urlSession(_ session: URLSession, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {

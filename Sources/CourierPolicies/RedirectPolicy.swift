@@ -51,6 +51,14 @@ public struct RedirectPolicy: Sendable, Equatable {
         public var isCrossOrigin: Bool
         /// Lower-cased names of the caller's header fields to remove from the next request.
         public var removedFieldNames: Set<String>
+
+        public init(url: URL, method: String, bodyChange: BodyChange, isCrossOrigin: Bool, removedFieldNames: Set<String>) {
+            self.url = url
+            self.method = method
+            self.bodyChange = bodyChange
+            self.isCrossOrigin = isCrossOrigin
+            self.removedFieldNames = removedFieldNames
+        }
     }
 
     /// Why a redirect cannot be followed.

@@ -9,24 +9,59 @@ import Foundation
 /// `bodyFinished`); actions are commands (`startExchange`, `finish`). An event that makes no
 /// sense in the current state (a late callback of a cancelled exchange, say) returns no action.
 public struct TaskStateMachine: Sendable {
+    /// What a response asks for besides being delivered: another exchange.
+    public enum FollowUp: Sendable, Equatable {
+        /// A redirect to follow once the delegate agrees.
+        case redirect(RedirectPolicy.Redirect)
+        /// The same request again after this many seconds (``RetryPolicy``).
+        case retry(after: Double)
+    }
+
     /// Where the task is.
     public enum State: Sendable, Equatable {
         /// Created, not resumed. Next: `exchanging` (started) or `finished` (cancelled).
         case idle
         /// A request is in the transport and its response head has not arrived. Next:
-        /// `receiving`, `keepingRedirect` or `finished`.
+        /// `receiving`, `keepingBody` or `finished`.
         case exchanging
-        /// A redirect to follow arrived; its body is being kept in case the delegate refuses
-        /// the redirect. Next: `awaitingRedirectDecision` (body complete), `receiving` (body too
-        /// large to keep: delivered as the result) or `finished`.
-        case keepingRedirect(RedirectPolicy.Redirect)
+        /// A response that leads to another exchange arrived; its body is kept in case it
+        /// becomes the result after all (a refused redirect). Next: `awaitingRedirectDecision`
+        /// or `waitingToRetry` (body complete), `receiving` (body too large to keep: delivered
+        /// as the result) or `finished`.
+        case keepingBody(FollowUp)
         /// The redirect's delegate was asked. Next: `exchanging` (followed) or `finished`
         /// (refused: the redirect response is the result; or cancelled).
         case awaitingRedirectDecision(RedirectPolicy.Redirect)
+        /// Waiting for the retry delay. Next: `exchanging` or `finished` (cancelled).
+        case waitingToRetry
         /// The final response is being delivered. Next: `finished`.
         case receiving
         /// Completed; nothing more happens.
         case finished
+    }
+
+    /// The facts of a response head that decide what follows it.
+    public struct ResponseFacts: Sendable, Equatable {
+        public var status: Int
+        public var location: String?
+        public var retryAfter: String?
+        /// The URL and method of the request that got the response.
+        public var requestURL: URL
+        public var method: String
+        /// True when the request body can be sent again (none, bytes or a file).
+        public var bodyIsReplayable: Bool
+        /// The wall-clock time, for a `Retry-After` date.
+        public var now: Date
+
+        public init(status: Int, location: String? = nil, retryAfter: String? = nil, requestURL: URL, method: String, bodyIsReplayable: Bool = true, now: Date = Date(timeIntervalSince1970: 0)) {
+            self.status = status
+            self.location = location
+            self.retryAfter = retryAfter
+            self.requestURL = requestURL
+            self.method = method
+            self.bodyIsReplayable = bodyIsReplayable
+            self.now = now
+        }
     }
 
     /// Facts the driver reports.
@@ -34,13 +69,15 @@ public struct TaskStateMachine: Sendable {
         /// `resume()` was called for the first time.
         case started
         /// The final (non-1xx) head of the current exchange arrived.
-        case responseHeadReceived(status: Int, location: String?, requestURL: URL, method: String)
-        /// The redirect body being kept grew past what is kept.
-        case redirectBodyOverflowed
+        case responseHeadReceived(ResponseFacts)
+        /// The body being kept grew past what is kept.
+        case keptBodyOverflowed
         /// The current exchange's response body is complete.
         case bodyFinished
         /// The delegate answered a redirect: `followed` when a next request will be sent.
         case redirectDecided(followed: Bool)
+        /// The retry delay is over.
+        case retryTimerFired
         /// The current exchange failed (the transport's error is the driver's to keep).
         case exchangeFailed
         /// Delivering the body failed (decoding, writing the file); the exchange is still open.
@@ -64,11 +101,13 @@ public struct TaskStateMachine: Sendable {
         case startExchange
         /// Hand the response head to the delivery sink; body bytes follow it there.
         case deliverResponse
-        /// Keep the body bytes of this redirect response aside.
-        case keepRedirectBody
+        /// Keep the body bytes of this response aside.
+        case keepBodyAside
         /// Ask the delegate whether to follow this redirect.
         case askRedirectDelegate(RedirectPolicy.Redirect)
-        /// Hand the kept redirect response and its body so far to the sink.
+        /// Fire `retryTimerFired` after this many seconds.
+        case scheduleRetry(after: Double)
+        /// Hand the body kept aside to the sink (after `deliverResponse`).
         case deliverKeptResponse
         /// Stop the current exchange.
         case cancelExchange
@@ -79,10 +118,14 @@ public struct TaskStateMachine: Sendable {
     public private(set) var state = State.idle
     /// Redirects followed so far.
     public private(set) var redirectCount = 0
+    /// Retries made so far.
+    public private(set) var retryCount = 0
     public let policy: RedirectPolicy
+    public let retryPolicy: RetryPolicy
 
-    public init(policy: RedirectPolicy = RedirectPolicy()) {
+    public init(policy: RedirectPolicy = RedirectPolicy(), retryPolicy: RetryPolicy = .off) {
         self.policy = policy
+        self.retryPolicy = retryPolicy
     }
 
     /// True once the task completed.
@@ -101,25 +144,18 @@ public struct TaskStateMachine: Sendable {
             state = .finished
             return [.finish(.cancelled)]
 
-        case (.exchanging, .responseHeadReceived(let status, let location, let url, let method)):
-            switch policy.decide(status: status, location: location, requestURL: url, method: method, redirectsSoFar: redirectCount) {
-            case .deliver:
-                state = .receiving
-                return [.deliverResponse]
-            case .follow(let redirect):
-                state = .keepingRedirect(redirect)
-                return [.keepRedirectBody]
-            case .fail(let failure):
-                state = .finished
-                return [.cancelExchange, .finish(.redirectFailed(failure))]
-            }
+        case (.exchanging, .responseHeadReceived(let facts)):
+            return headReceived(facts)
 
-        case (.keepingRedirect, .redirectBodyOverflowed):
+        case (.keepingBody, .keptBodyOverflowed):
             state = .receiving
             return [.deliverResponse, .deliverKeptResponse]
-        case (.keepingRedirect(let redirect), .bodyFinished):
+        case (.keepingBody(.redirect(let redirect)), .bodyFinished):
             state = .awaitingRedirectDecision(redirect)
             return [.askRedirectDelegate(redirect)]
+        case (.keepingBody(.retry(let delay)), .bodyFinished):
+            state = .waitingToRetry
+            return [.scheduleRetry(after: delay)]
         case (.receiving, .bodyFinished):
             state = .finished
             return [.finish(.success)]
@@ -132,22 +168,48 @@ public struct TaskStateMachine: Sendable {
             }
             state = .finished
             return [.deliverResponse, .deliverKeptResponse, .finish(.success)]
-        case (.awaitingRedirectDecision, .cancelRequested):
+        case (.waitingToRetry, .retryTimerFired):
+            retryCount += 1
+            state = .exchanging
+            return [.startExchange]
+        case (.awaitingRedirectDecision, .cancelRequested), (.waitingToRetry, .cancelRequested):
             state = .finished
             return [.finish(.cancelled)]
 
-        case (.exchanging, .exchangeFailed), (.keepingRedirect, .exchangeFailed), (.receiving, .exchangeFailed):
+        case (.exchanging, .exchangeFailed), (.keepingBody, .exchangeFailed), (.receiving, .exchangeFailed):
             state = .finished
             return [.finish(.exchangeFailed)]
-        case (.keepingRedirect, .deliveryFailed), (.receiving, .deliveryFailed):
+        case (.keepingBody, .deliveryFailed), (.receiving, .deliveryFailed):
             state = .finished
             return [.cancelExchange, .finish(.deliveryFailed)]
-        case (.exchanging, .cancelRequested), (.keepingRedirect, .cancelRequested), (.receiving, .cancelRequested):
+        case (.exchanging, .cancelRequested), (.keepingBody, .cancelRequested), (.receiving, .cancelRequested):
             // The exchange reports its cancellation as a failure, which finishes the task.
             return [.cancelExchange]
 
         default:
             return []
+        }
+    }
+
+    /// A response head: a redirect to follow, a retry to wait for, a failure, or the result.
+    private mutating func headReceived(_ facts: ResponseFacts) -> [Action] {
+        switch policy.decide(status: facts.status, location: facts.location, requestURL: facts.requestURL, method: facts.method, redirectsSoFar: redirectCount) {
+        case .follow(let redirect):
+            state = .keepingBody(.redirect(redirect))
+            return [.keepBodyAside]
+        case .fail(let failure):
+            state = .finished
+            return [.cancelExchange, .finish(.redirectFailed(failure))]
+        case .deliver:
+            if let delay = retryPolicy.delay(
+                status: facts.status, retryAfter: facts.retryAfter, method: facts.method,
+                bodyIsReplayable: facts.bodyIsReplayable, attemptsSoFar: retryCount, now: facts.now
+            ) {
+                state = .keepingBody(.retry(after: delay))
+                return [.keepBodyAside]
+            }
+            state = .receiving
+            return [.deliverResponse]
         }
     }
 }
