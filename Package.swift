@@ -123,7 +123,10 @@ let package = Package(
         .testTarget(name: "CourierTests", dependencies: ["Courier"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["Courier", "CourierCore", "CourierTLS", "CourierTransport", "_CourierTestSupport"]
+            dependencies: [
+                "Courier", "CourierCore", "CourierTLS", "CourierTransport", "_CourierTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]
