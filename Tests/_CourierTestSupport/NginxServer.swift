@@ -16,9 +16,10 @@ import Synchronization
 /// (absolute, same scheme and port); `/redirect/unsupported-scheme` → `ftp2://127.0.0.1/x`.
 ///
 /// Content coding: `/gzip/…` the fixtures, gzip-compressed on the fly (chunked, no
-/// Content-Length) when the request's Accept-Encoding allows gzip; `/static-gz/hello.txt`
-/// served by `gzip_static` from a pre-compressed `hello.txt.gz` (with Content-Length) when it
-/// allows gzip, else the plain file. nginx has no brotli here: httpbin serves `/brotli`.
+/// Content-Length) when the request's Accept-Encoding allows gzip; `/static-gz/…` (see
+/// ``staticGzipFixtures``) served by `gzip_static` from a pre-compressed `NAME.gz` (with
+/// Content-Length) when it allows gzip, else the plain file. nginx has no brotli here: httpbin
+/// serves `/brotli`.
 public final class NginxServer: Sendable {
     public let port: Int
     public let directory: URL
@@ -43,6 +44,13 @@ public final class NginxServer: Sendable {
         "1m.bin": deterministicBytes(count: 1024 * 1024, seed: 3),
         "8m.bin": deterministicBytes(count: 8 * 1024 * 1024, seed: 4),
         "empty.txt": [],
+    ]
+
+    /// Files under `/static-gz/`, each beside its `NAME.gz` (gzip -9): name → uncompressed bytes.
+    /// `repeated.txt` compresses well, so its decoded body is far longer than its Content-Length.
+    public static let staticGzipFixtures: [String: [UInt8]] = [
+        "hello.txt": Array("Hello from nginx\n".utf8),
+        "repeated.txt": Array(String(repeating: "Courier decodes what gzip_static serves.\n", count: 2000).utf8),
     ]
 
     private static let sharedServer = Mutex<Result<NginxServer, TestServerError>?>(nil)
@@ -83,13 +91,15 @@ public final class NginxServer: Sendable {
                 _ = FileManager.default.createFile(atPath: www.appendingPathComponent("\(folder)/\(name)").path, contents: Data(bytes))
             }
         }
-        // gzip_static serves hello.txt.gz, compressed here once (gzip is in every Debian system).
-        let staticPlain = www.appendingPathComponent("static-gz/hello.txt")
-        _ = FileManager.default.createFile(atPath: staticPlain.path, contents: Data(Self.fixtures["hello.txt"]!))
-        do {
-            try runTool("/bin/sh", ["-c", "gzip -c -n -9 '\(staticPlain.path)' > '\(staticPlain.path).gz'"])
-        } catch {
-            throw TestServerError("cannot gzip the static-gz fixture: \(error)")
+        // gzip_static serves NAME.gz, compressed here once (gzip is in every Debian system).
+        for (name, bytes) in Self.staticGzipFixtures {
+            let plain = www.appendingPathComponent("static-gz/\(name)")
+            _ = FileManager.default.createFile(atPath: plain.path, contents: Data(bytes))
+            do {
+                try runTool("/bin/sh", ["-c", "gzip -c -n -9 '\(plain.path)' > '\(plain.path).gz'"])
+            } catch {
+                throw TestServerError("cannot gzip the static-gz fixture \(name): \(error)")
+            }
         }
         let script = directory.appendingPathComponent("echo.js")
         guard let source = Bundle.module.url(forResource: "echo", withExtension: "js"),
