@@ -17,10 +17,9 @@ struct RedirectTests {
     }
 
     /// A fresh ephemeral session; invalidate it when done.
-    func session(_ configure: (URLSessionConfiguration) -> Void = { _ in }) -> URLSession {
+    func session() -> URLSession {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = 10
-        configure(configuration)
         return URLSession(configuration: configuration)
     }
 
