@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, transcript, reactor, pool and integration tests against real
-# servers on loopback (nginx, nghttpd, a scripted raw server), then every fuzz target for 30
-# seconds as a smoke test (fails on any crash). Installs what is missing first. Arguments, if
-# any, go to `swift test` instead (e.g. --filter HTTP1), and the fuzz smoke run is skipped.
+# servers on loopback (nginx, nghttpd, httpbin, a scripted raw server), then every fuzz target
+# for 30 seconds as a smoke test (fails on any crash). Installs what is missing first. Arguments,
+# if any, go to `swift test` instead (e.g. --filter HTTP1), and the fuzz smoke run is skipped.
 # Servers are started by the tests themselves and stopped by PID; anything left over after the
 # run is stopped here from the PID files under .test-run/.
+#
+# Each step's output streams to the terminal and to a log in the run directory
+# (.test-run/<time>-<pid>/). The last line is always `N passed, M failed`: every Swift Testing
+# test of both `swift test` runs, and each fuzz target as one test. A step that fails without
+# naming a failed test (a build error, a crash) counts as one failure. As with `set -e`, the
+# first failing step ends the run with its status. The run directory is removed when everything
+# passed and kept, logs and all, when something failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/lib/ensure-system.sh test
 
 run_dir="$PWD/.test-run/$(date +%s)-$$"
 mkdir -p "$run_dir"
 export COURIER_TEST_RUN_DIR="$run_dir"
+passed=0
+failed=0
 
 stop_leftovers() {
   find "$run_dir" -name server.pid 2>/dev/null | while read -r pidfile; do
@@ -23,16 +31,81 @@ stop_leftovers() {
     fi
   done
 }
-trap stop_leftovers EXIT
 
-swift build --build-tests
+finish() {
+  local status=$?
+  stop_leftovers
+  if [ "$status" = 0 ] && [ "$failed" = 0 ]; then
+    rm -rf "$run_dir"
+    rmdir "$PWD/.test-run" 2>/dev/null || true
+  else
+    [ "$status" = 0 ] && status=1
+    echo "Logs and server files are kept in $run_dir"
+  fi
+  echo "$passed passed, $failed failed"
+  exit "$status"
+}
+trap finish EXIT
+
+# Swift Testing's per-test result lines, colours removed:
+#   ✔ Test name() passed after 0.001 seconds.
+#   ✔ Test "display name" with 3 test cases passed after 0.2 seconds.
+#   ━ Test name() passed after 0.001 seconds with 1 known issue.
+#   ✘ Test name() failed after 0.001 seconds with 1 issue.
+# Not counted: "Test run with …" (the total), "Suite …", "recorded an issue", "skipped".
+count_swift_tests() {
+  local log=$1 outcome=$2
+  sed 's/\x1b\[[0-9;]*m//g' "$log" \
+    | grep -E "^[^ ]+ Test .* $outcome after [0-9.]+ seconds?( with .*)?\.\$" \
+    | grep -cvE '^[^ ]+ Test run with [0-9]+ tests? ' || true
+}
+
+# Fuzz/run.sh prints one line per target: "fuzz-<target>: …, exit <status>".
+count_fuzz_targets() {
+  local log=$1 outcome=$2
+  if [ "$outcome" = passed ]; then
+    grep -cE '^fuzz-[^:]+: .* exit 0$' "$log" || true
+  else
+    grep -E '^fuzz-[^:]+: .* exit [0-9]+$' "$log" | grep -cvE ' exit 0$' || true
+  fi
+}
+
+# run_step NAME COUNTER COMMAND…: runs COMMAND with its output on the terminal and in
+# NAME.log, adds what COUNTER (none, swift or fuzz) finds to the totals, and ends the run
+# when COMMAND fails.
+run_step() {
+  local name=$1 counter=$2
+  shift 2
+  local log="$run_dir/$name.log" status=0 step_passed=0 step_failed=0
+  "$@" 2>&1 | tee "$log" || status=$?
+  case "$counter" in
+    swift)
+      step_passed=$(count_swift_tests "$log" passed)
+      step_failed=$(count_swift_tests "$log" failed)
+      ;;
+    fuzz)
+      step_passed=$(count_fuzz_targets "$log" passed)
+      step_failed=$(count_fuzz_targets "$log" failed)
+      ;;
+  esac
+  if [ "$status" != 0 ] && [ "$step_failed" = 0 ]; then step_failed=1; fi
+  passed=$((passed + step_passed))
+  failed=$((failed + step_failed))
+  if [ "$status" != 0 ]; then
+    echo "$name failed with status $status (log: $log)"
+    exit "$status"
+  fi
+}
+
+run_step ensure-system none scripts/lib/ensure-system.sh test
+run_step build none swift build --build-tests
 if [ $# -gt 0 ]; then
-  swift test --skip-build "$@"
+  run_step test swift swift test --skip-build "$@"
 else
   # The 256 MiB transfers saturate an event loop of a debug build for seconds; they run on
   # their own afterwards so that their load cannot skew the timing-sensitive tests.
-  swift test --skip-build --skip "largeTransfers"
-  swift test --skip-build --filter "largeTransfers"
+  run_step test swift swift test --skip-build --skip "largeTransfers"
+  run_step test-large-transfers swift swift test --skip-build --filter "largeTransfers"
   # On a copy of the corpus: the smoke run leaves the tree as it found it.
-  Fuzz/run.sh --seconds 30 --smoke
+  run_step fuzz fuzz Fuzz/run.sh --seconds 30 --smoke
 fi

@@ -93,7 +93,7 @@ struct DownloadTests {
         nginx = try NginxServer.shared()
     }
 
-    @Test("the delegate gets progress, then the file, then metrics and completion; the file is deleted after", arguments: ["/files/8m.bin", "/chunked/1m.bin"])
+    @Test("the delegate gets progress, then the file, then metrics and completion; the file is deleted after", .exclusiveDownloadFiles, arguments: ["/files/8m.bin", "/chunked/1m.bin"])
     func delegateDownload(_ path: String) async throws {
         let before = downloadFilesPresent()
         let recorder = DownloadRecorder()
@@ -166,7 +166,7 @@ struct DownloadTests {
         #expect(!contents.isEmpty)
     }
 
-    @Test("cancelling mid-body fails with .cancelled and deletes the partial file")
+    @Test("cancelling mid-body fails with .cancelled and deletes the partial file", .exclusiveDownloadFiles)
     func cancelMidBody() async throws {
         let before = downloadFilesPresent()
         let recorder = DownloadRecorder(onWrite: { $0.cancel() })
@@ -182,7 +182,7 @@ struct DownloadTests {
         #expect(downloadFilesPresent() == before, "the partial file is deleted")
     }
 
-    @Test("cancelling the Swift task cancels download(for:)")
+    @Test("cancelling the Swift task cancels download(for:)", .exclusiveDownloadFiles)
     func swiftCancellation() async throws {
         let before = downloadFilesPresent()
         let load = Task { try await URLSession.shared.download(from: nginx.url("/slow/8m.bin")) }
@@ -225,7 +225,7 @@ struct DownloadTests {
         #expect(error?.code == .cannotCreateFile)
     }
 
-    @Test("a cancel that races with the start leaves no file and no descriptor behind")
+    @Test("a cancel that races with the start leaves no file and no descriptor behind", .exclusiveDownloadFiles)
     func cancelDuringStart() async throws {
         let before = downloadFilesPresent()
         let descriptorsBefore = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
@@ -252,7 +252,7 @@ struct DownloadTests {
         #expect(descriptorsAfter <= descriptorsBefore, "the file's descriptor is closed")
     }
 
-    @Test("an HTTP/2 stream refused after part of its body fails instead of being sent again")
+    @Test("an HTTP/2 stream refused after part of its body fails instead of being sent again", .exclusiveDownloadFiles)
     func refusedAfterPartialBody() async throws {
         let body = [UInt8](repeating: 0x61, count: 5000)
         let server = try ScriptedServer { connection in

@@ -9,6 +9,17 @@ import Synchronization
 /// carried (njs); `/status/NNN`; `/chunked/…` the same files sent chunked (SSI); `/dav/…`
 /// accepts PUT and DELETE; `/close/…` answers with `Connection: close`. Every response carries
 /// `X-Connection` (nginx's connection serial number) and `X-Connection-Requests`.
+///
+/// Redirects (relative Locations unless said otherwise): `/redirect/301`, `/302`, `/303`,
+/// `/307`, `/308` → `/echo`; `/redirect/hop1` → `/redirect/hop2` → `/files/hello.txt`;
+/// `/redirect/loop` → itself; `/redirect/absolute` → `http://127.0.0.1:PORT/files/hello.txt`
+/// (absolute, same scheme and port); `/redirect/unsupported-scheme` → `ftp2://127.0.0.1/x`.
+///
+/// Content coding: `/gzip/…` the fixtures, gzip-compressed on the fly (chunked, no
+/// Content-Length) when the request's Accept-Encoding allows gzip; `/static-gz/…` (see
+/// ``staticGzipFixtures``) served by `gzip_static` from a pre-compressed `NAME.gz` (with
+/// Content-Length) when it allows gzip, else the plain file. nginx has no brotli here: httpbin
+/// serves `/brotli`.
 public final class NginxServer: Sendable {
     public let port: Int
     public let directory: URL
@@ -33,6 +44,13 @@ public final class NginxServer: Sendable {
         "1m.bin": deterministicBytes(count: 1024 * 1024, seed: 3),
         "8m.bin": deterministicBytes(count: 8 * 1024 * 1024, seed: 4),
         "empty.txt": [],
+    ]
+
+    /// Files under `/static-gz/`, each beside its `NAME.gz` (gzip -9): name → uncompressed bytes.
+    /// `repeated.txt` compresses well, so its decoded body is far longer than its Content-Length.
+    public static let staticGzipFixtures: [String: [UInt8]] = [
+        "hello.txt": Array("Hello from nginx\n".utf8),
+        "repeated.txt": Array(String(repeating: "Courier decodes what gzip_static serves.\n", count: 2000).utf8),
     ]
 
     private static let sharedServer = Mutex<Result<NginxServer, TestServerError>?>(nil)
@@ -65,12 +83,22 @@ public final class NginxServer: Sendable {
         let directory = TestRun.makeDirectory("nginx")
         let port = freeLoopbackPort()
         let www = directory.appendingPathComponent("www")
-        for folder in ["www/files", "www/chunked", "www/dav", "www/close", "temp"] {
+        for folder in ["www/files", "www/chunked", "www/dav", "www/close", "www/gzip", "www/static-gz", "temp"] {
             try? FileManager.default.createDirectory(at: directory.appendingPathComponent(folder), withIntermediateDirectories: true)
         }
         for (name, bytes) in Self.fixtures {
-            for folder in ["files", "chunked", "close"] {
+            for folder in ["files", "chunked", "close", "gzip"] {
                 _ = FileManager.default.createFile(atPath: www.appendingPathComponent("\(folder)/\(name)").path, contents: Data(bytes))
+            }
+        }
+        // gzip_static serves NAME.gz, compressed here once (gzip is in every Debian system).
+        for (name, bytes) in Self.staticGzipFixtures {
+            let plain = www.appendingPathComponent("static-gz/\(name)")
+            _ = FileManager.default.createFile(atPath: plain.path, contents: Data(bytes))
+            do {
+                try runTool("/bin/sh", ["-c", "gzip -c -n -9 '\(plain.path)' > '\(plain.path).gz'"])
+            } catch {
+                throw TestServerError("cannot gzip the static-gz fixture \(name): \(error)")
             }
         }
         let script = directory.appendingPathComponent("echo.js")
@@ -133,6 +161,28 @@ public final class NginxServer: Sendable {
         }
         location /close/ { keepalive_timeout 0; }
         location /slow/ { alias \(www.path)/files/; limit_rate 1m; }
+        location /redirect/ {
+            absolute_redirect off;
+            location = /redirect/301 { return 301 /echo; }
+            location = /redirect/302 { return 302 /echo; }
+            location = /redirect/303 { return 303 /echo; }
+            location = /redirect/307 { return 307 /echo; }
+            location = /redirect/308 { return 308 /echo; }
+            location = /redirect/hop1 { return 302 /redirect/hop2; }
+            location = /redirect/hop2 { return 302 /files/hello.txt; }
+            location = /redirect/loop { return 302 /redirect/loop; }
+            location = /redirect/absolute { return 302 $scheme://127.0.0.1:$server_port/files/hello.txt; }
+            location = /redirect/unsupported-scheme { return 302 ftp2://127.0.0.1/x; }
+            return 404;
+        }
+        location /gzip/ {
+            gzip on;
+            gzip_types *;
+            gzip_min_length 0;
+            gzip_comp_level 6;
+            gzip_vary on;
+        }
+        location /static-gz/ { gzip_static on; }
         \(extraServerConfiguration)
         """
         guard (try? locations.write(to: directory.appendingPathComponent("locations.conf"), atomically: true, encoding: .utf8)) != nil else {

@@ -112,6 +112,14 @@ public final class ScriptedConnection: @unchecked Sendable {
         shutdown(fd, Int32(SHUT_WR))
     }
 
+    /// Shuts both directions down, unless already closed: the peer and a blocked read see end
+    /// of stream.
+    func shutdownBoth() {
+        closed.withLock { done in
+            if !done { shutdown(fd, Int32(SHUT_RDWR)) }
+        }
+    }
+
     /// Closes the socket.
     public func close() {
         let first = closed.withLock { done -> Bool in
@@ -217,12 +225,14 @@ public final class ScriptedServer: @unchecked Sendable {
 
     public func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
 
-    /// Stops accepting and closes every connection.
+    /// Stops accepting and ends every connection. A connection is shut down, not closed: its
+    /// script sees end of stream and returns, and its own thread closes the descriptor, so a
+    /// script still reading never reads from a descriptor number the process has reused.
     public func stop() {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
         shutdown(listener, Int32(SHUT_RDWR))
         Glibc.close(listener)
-        for connection in connections.withLock({ $0 }) { connection.close() }
+        for connection in connections.withLock({ $0 }) { connection.shutdownBoth() }
     }
 
     private func acceptLoop(_ script: @escaping @Sendable (ScriptedConnection) -> Void) {

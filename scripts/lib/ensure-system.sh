@@ -9,6 +9,11 @@ test_packages=(nginx libnginx-mod-http-js nghttp2-server openssl)
 wanted=("${build_packages[@]}")
 if [ "${1:-build}" = "test" ]; then
   wanted+=("${test_packages[@]}")
+  # httpbin comes from PyPI (below) for the python3 on PATH; Debian's python3 and pip when
+  # there is none.
+  if ! command -v python3 >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then
+    wanted+=(python3 python3-pip)
+  fi
 fi
 
 missing=()
@@ -26,6 +31,28 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   # Debian starts nginx as a service when installed; the tests run their own instances.
   if command -v service >/dev/null 2>&1; then $sudo service nginx stop >/dev/null 2>&1 || true; fi
+fi
+
+# httpbin (PyPI), served by waitress, for the integration tests: installed for the python3 on
+# PATH, which is the interpreter the test harness runs (HttpbinServer.swift). As root into that
+# Python; as another user pip falls back to a user install. Debian marks its Python as
+# externally managed, and pip then refuses unless told to go ahead.
+if [ "${1:-build}" = "test" ] && ! python3 -c 'import httpbin, waitress' >/dev/null 2>&1; then
+  echo "Installing from PyPI: httpbin waitress"
+  pip_install=(python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location "httpbin>=0.10,<0.11" "waitress>=2.1")
+  export PIP_ROOT_USER_ACTION=ignore
+  if ! pip_output=$("${pip_install[@]}" 2>&1); then
+    if grep -q "externally-managed-environment" <<<"$pip_output"; then
+      "${pip_install[@]}" --break-system-packages
+    else
+      echo "$pip_output" >&2
+      exit 1
+    fi
+  fi
+  if ! python3 -c 'import httpbin, waitress' >/dev/null 2>&1; then
+    echo "httpbin was installed but python3 cannot import it" >&2
+    exit 1
+  fi
 fi
 
 if ! command -v swift >/dev/null 2>&1; then
