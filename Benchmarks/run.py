@@ -31,6 +31,14 @@ W2_REQUESTS = 20000
 W4_CONNECTIONS = 1000
 
 
+def version(*command):
+    """The first line a tool prints of its version, or "not installed"."""
+    try:
+        return sh(*command).splitlines()[0].strip()
+    except (OSError, subprocess.CalledProcessError, IndexError):
+        return f"{command[0]}: not installed"
+
+
 def sh(*command, **kwargs):
     return subprocess.run(command, check=True, capture_output=True, text=True, **kwargs).stdout
 
@@ -150,8 +158,8 @@ class Runner:
         return {"SSL_CERT_FILE": f"{self.pki}/bundle.pem", "BENCH_CA_FILE": f"{self.pki}/ca.pem"}
 
     # Clients: each returns a dict with requests, seconds, bytes and optional extras.
-    def swift_client(self, binary, workload, url, argument, extra=None, env=None):
-        command = [os.path.join(BIN, binary), workload, url, str(argument)] + ([str(extra)] if extra else [])
+    def swift_client(self, binary, workload, url, argument, extra=None, env=None, binary_path=None):
+        command = [binary_path or os.path.join(BIN, binary), workload, url, str(argument)] + ([str(extra)] if extra else [])
         stdout, cpu, rss, _ = self.run(command, env)
         result = json.loads(stdout.strip().splitlines()[-1])
         result.update(cpu=cpu, rss=rss)
@@ -209,6 +217,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", default="W1,W2,W3,W4")
     parser.add_argument("--quick", action="store_true", help="fewer requests, one round: a smoke test")
+    parser.add_argument("--clients", default="", help="only these clients (comma-separated names as in the table)")
+    parser.add_argument("--baseline", default="", help="a courier-bench binary built from another commit: "
+                        "measured as 'Courier (baseline)' beside Courier, interleaved, for before/after tables")
     options = parser.parse_args()
     global W1_REQUESTS, W1_SLOW_REQUESTS, W2_REQUESTS, W4_CONNECTIONS
     if options.quick:
@@ -223,6 +234,17 @@ def main():
     tls = runner.tls_env()
     preload = {"LD_PRELOAD": os.path.join(BIN, "libMallocCounter.so")}
     wrk_seconds = max(2, W1_REQUESTS // 8000)
+    wanted = set(filter(None, options.clients.split(",")))
+
+    def rec(key, client, measure, *arguments, **keywords):
+        """Measures one client unless --clients leaves it out; a Courier measurement is followed
+        by the same one with the --baseline binary."""
+        if not wanted or client in wanted:
+            runner.record((key, client), measure(*arguments, **keywords))
+        if client == "Courier" and options.baseline:
+            baseline = dict(keywords, binary_path=options.baseline)
+            runner.record((key, "Courier (baseline)"), measure(*arguments, **baseline))
+
     try:
         for round_number in range(options.rounds):
             print(f"round {round_number + 1}/{options.rounds}", flush=True)
@@ -231,49 +253,49 @@ def main():
                                      ("tls-h2", base["tls-h2"] + "/100.bin")]:
                     key = f"W1 {variant}"
                     if variant == "tls-h2":
-                        runner.record((key, "h2load"), runner.h2load(url, W1_REQUESTS, 1))
+                        rec(key, "h2load", runner.h2load, url, W1_REQUESTS, 1)
                     else:
-                        runner.record((key, "wrk"), runner.wrk(url, 1, wrk_seconds))
-                    runner.record((key, "Courier"), runner.swift_client("courier-bench", "w1", url, W1_REQUESTS, env=tls))
-                    runner.record((key, "courier-load"), runner.courier_load(url, W1_REQUESTS, 1, 1))
-                    runner.record((key, "Go"), runner.go_client("w1", url, W1_REQUESTS, env=tls))
-                    runner.record((key, "AsyncHTTPClient"), runner.swift_client("ahc-bench", "w1", url, W1_REQUESTS, env=tls))
-                    runner.record((key, "curl"), runner.curl_many(url, W1_REQUESTS, http2=variant == "tls-h2"))
+                        rec(key, "wrk", runner.wrk, url, 1, wrk_seconds)
+                    rec(key, "Courier", runner.swift_client, "courier-bench", "w1", url, W1_REQUESTS, env=tls)
+                    rec(key, "courier-load", runner.courier_load, url, W1_REQUESTS, 1, 1)
+                    rec(key, "Go", runner.go_client, "w1", url, W1_REQUESTS, env=tls)
+                    rec(key, "AsyncHTTPClient", runner.swift_client, "ahc-bench", "w1", url, W1_REQUESTS, env=tls)
+                    rec(key, "curl", runner.curl_many, url, W1_REQUESTS, http2=variant == "tls-h2")
                     if variant == "h1":
-                        runner.record((key, "FoundationNetworking"),
-                                      runner.swift_client("foundation-bench", "w1", url, W1_SLOW_REQUESTS))
-                        allocations = runner.swift_client("courier-bench", "w1", url, 2000, env=preload)
-                        runner.record(("W1 h1 allocations", "Courier"), allocations)
+                        rec(key, "FoundationNetworking", runner.swift_client, "foundation-bench", "w1", url, W1_SLOW_REQUESTS)
+                        if not wanted or "Courier" in wanted:
+                            allocations = runner.swift_client("courier-bench", "w1", url, 2000, env=preload)
+                            runner.record(("W1 h1 allocations", "Courier"), allocations)
             if "W2" in only:
                 url = base["h1"] + "/100.bin"
-                runner.record(("W2 h1", "wrk"), runner.wrk(url, 32, wrk_seconds))
-                runner.record(("W2 h1", "Courier"), runner.swift_client("courier-bench", "w2", url, W2_REQUESTS, 32))
-                runner.record(("W2 h1", "courier-load"), runner.courier_load(url, W2_REQUESTS, 32, 1))
-                runner.record(("W2 h1", "Go"), runner.go_client("w2", url, W2_REQUESTS, 32))
-                runner.record(("W2 h1", "AsyncHTTPClient"), runner.swift_client("ahc-bench", "w2", url, W2_REQUESTS, 32))
+                rec("W2 h1", "wrk", runner.wrk, url, 32, wrk_seconds)
+                rec("W2 h1", "Courier", runner.swift_client, "courier-bench", "w2", url, W2_REQUESTS, 32)
+                rec("W2 h1", "courier-load", runner.courier_load, url, W2_REQUESTS, 32, 1)
+                rec("W2 h1", "Go", runner.go_client, "w2", url, W2_REQUESTS, 32)
+                rec("W2 h1", "AsyncHTTPClient", runner.swift_client, "ahc-bench", "w2", url, W2_REQUESTS, 32)
                 url = base["tls-h2"] + "/100.bin"
-                runner.record(("W2 tls-h2", "h2load"), runner.h2load(url, W2_REQUESTS, 32))
-                runner.record(("W2 tls-h2", "Courier"), runner.swift_client("courier-bench", "w2", url, W2_REQUESTS, 32, env=tls))
-                runner.record(("W2 tls-h2", "courier-load"), runner.courier_load(url, W2_REQUESTS, 1, 32))
-                runner.record(("W2 tls-h2", "Go"), runner.go_client("w2", url, W2_REQUESTS, 32, env=tls))
-                runner.record(("W2 tls-h2", "AsyncHTTPClient"), runner.swift_client("ahc-bench", "w2", url, W2_REQUESTS, 32, env=tls))
+                rec("W2 tls-h2", "h2load", runner.h2load, url, W2_REQUESTS, 32)
+                rec("W2 tls-h2", "Courier", runner.swift_client, "courier-bench", "w2", url, W2_REQUESTS, 32, env=tls)
+                rec("W2 tls-h2", "courier-load", runner.courier_load, url, W2_REQUESTS, 1, 32)
+                rec("W2 tls-h2", "Go", runner.go_client, "w2", url, W2_REQUESTS, 32, env=tls)
+                rec("W2 tls-h2", "AsyncHTTPClient", runner.swift_client, "ahc-bench", "w2", url, W2_REQUESTS, 32, env=tls)
             if "W3" in only:
                 for variant, url in [("h1", base["h1"] + "/1g.bin"), ("tls-h2", base["tls-h2"] + "/1g.bin")]:
                     for sink in ["discard", os.path.join(WORK, "download.bin")]:
                         key = f"W3 {variant} {'discard' if sink == 'discard' else 'file'}"
-                        runner.record((key, "curl"), runner.curl_download(url, sink, http2=variant == "tls-h2"))
-                        runner.record((key, "Courier"), runner.swift_client("courier-bench", "w3", url, sink, env=tls))
-                        runner.record((key, "Go"), runner.go_client("w3", url, sink, env=tls))
-                        runner.record((key, "AsyncHTTPClient"), runner.swift_client("ahc-bench", "w3", url, sink, env=tls))
+                        rec(key, "curl", runner.curl_download, url, sink, http2=variant == "tls-h2")
+                        rec(key, "Courier", runner.swift_client, "courier-bench", "w3", url, sink, env=tls)
+                        rec(key, "Go", runner.go_client, "w3", url, sink, env=tls)
+                        rec(key, "AsyncHTTPClient", runner.swift_client, "ahc-bench", "w3", url, sink, env=tls)
                         if sink != "discard" and os.path.exists(sink):
                             os.remove(sink)
             if "W4" in only:
                 url = base["tls-close"] + "/100.bin"
-                runner.record(("W4 tls", "Courier"), runner.swift_client("courier-bench", "w4", url, W4_CONNECTIONS, env=tls))
-                runner.record(("W4 tls", "Go"), runner.go_client("w4", url, W4_CONNECTIONS, env=tls))
-                runner.record(("W4 tls", "AsyncHTTPClient"), runner.swift_client("ahc-bench", "w4", url, W4_CONNECTIONS, env=tls))
-                runner.record(("W4 tls", "curl"), runner.curl_many(url, W4_CONNECTIONS))
-        micro = json.loads(runner.run([os.path.join(BIN, "parser-bench")])[0]) if "W1" in only else {}
+                rec("W4 tls", "Courier", runner.swift_client, "courier-bench", "w4", url, W4_CONNECTIONS, env=tls)
+                rec("W4 tls", "Go", runner.go_client, "w4", url, W4_CONNECTIONS, env=tls)
+                rec("W4 tls", "AsyncHTTPClient", runner.swift_client, "ahc-bench", "w4", url, W4_CONNECTIONS, env=tls)
+                rec("W4 tls", "curl", runner.curl_many, url, W4_CONNECTIONS)
+        micro = json.loads(runner.run([os.path.join(BIN, "parser-bench")])[0]) if "W1" in only and not wanted else {}
     finally:
         nginx.send_signal(signal.SIGQUIT)
         nginx.wait()
@@ -304,14 +326,16 @@ def report(samples, micro, options, elapsed):
         "cpu": next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?"),
         "cores": os.cpu_count(), "kernel": platform.release(),
         "swift": sh("swift", "--version").splitlines()[0], "nginx": subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip(),
-        "go": sh("go", "version").strip(), "curl": sh("curl", "--version").splitlines()[0],
+        "go": version("go", "version"), "curl": version("curl", "--version"),
     }
     now = datetime.datetime.now(datetime.timezone.utc)
     document = {"date": now.isoformat(timespec="seconds"), "machine": machine, "rounds": options.rounds,
                 "elapsedSeconds": round(elapsed), "workloads": rows, "parser": micro}
     os.makedirs(RESULTS, exist_ok=True)
     stamp = now.strftime("%Y-%m-%dT%H%M")
-    for name in ["latest", stamp]:
+    # A partial run (some clients, a baseline) is kept under its date only: latest is the full table.
+    partial = bool(options.clients or options.baseline)
+    for name in ([stamp] if partial else ["latest", stamp]):
         with open(os.path.join(RESULTS, f"{name}.json"), "w") as handle:
             json.dump(document, handle, indent=2, sort_keys=True)
         with open(os.path.join(RESULTS, f"{name}.md"), "w") as handle:

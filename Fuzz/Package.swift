@@ -39,6 +39,11 @@ let package = Package(
             path: "Sources/FuzzHTTP2Frames"
         ),
         .executableTarget(
+            name: "fuzz-redirect-location",
+            dependencies: [.product(name: "CourierPolicies", package: courier)],
+            path: "Sources/FuzzRedirectLocation"
+        ),
+        .executableTarget(
             name: "fuzz-tls-records",
             dependencies: [.product(name: "CourierTLS", package: courier), .product(name: "CourierCore", package: courier)],
             path: "Sources/FuzzTLSRecords"

@@ -95,11 +95,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         self.session = session
         self.identifier = task.taskIdentifier
         self.originalURL = task.originalRequest?.url
-        let configuration = session.frozenConfiguration
-        let machine = TaskStateMachine(
-            policy: RedirectPolicy(extraCrossOriginFieldNames: configuration.courierHeadersStrippedOnCrossOriginRedirect),
-            retryPolicy: RetryPolicy(maximumDelay: configuration.courierMaximumRetryAfterDelay, maximumAttempts: configuration.courierMaximumRetryAttempts)
-        )
+        let machine = TaskStateMachine(policy: session.redirectPolicy, retryPolicy: session.retryPolicy)
         self.state = Mutex(State(machine: machine, request: task.originalRequest, bodySource: body))
         switch (task is URLSessionDownloadTask, delivery) {
         case (true, .delegate): sink = FileSink(.delegate)
@@ -196,7 +192,11 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
                     defer { state.keptBody = Data() }
                     return state.keptBody
                 }
-                kept.withUnsafeBytes { deliverBody($0, from: nil) }
+                let decoder = state.withLock { state -> ContentDecoder? in
+                    if state.decoder == nil { state.decodedBytes += Int64(kept.count) }
+                    return state.decoder
+                }
+                kept.withUnsafeBytes { deliverBody($0, from: nil, decoder: decoder) }
             case .cancelExchange:
                 state.withLock { $0.exchange }?.cancel()
             case .finish(let ending):
@@ -283,10 +283,10 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         }
     }
 
-    /// Decodes body bytes of the delivered response and passes them to the sink.
-    private func deliverBody(_ bytes: UnsafeRawBufferPointer, from exchange: HTTPExchange?) {
+    /// Decodes body bytes of the delivered response and passes them to the sink. `decoder` is
+    /// the response's (read with the bytes' bookkeeping, under the same lock).
+    private func deliverBody(_ bytes: UnsafeRawBufferPointer, from exchange: HTTPExchange?, decoder: ContentDecoder?) {
         guard !bytes.isEmpty else { return }
-        let decoder = state.withLock { $0.decoder }
         var failure: URLError?
         if let decoder {
             do throws(ContentDecodingError) {
@@ -301,7 +301,6 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             }
         } else {
             failure = sink.receive(bytes, from: exchange, driver: self)
-            state.withLock { $0.decodedBytes += Int64(bytes.count) }
         }
         if let failure { fail(failure, with: .deliveryFailed) }
     }
@@ -345,8 +344,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         var decodeFailure: URLError?
         if ending == .success { decodeFailure = finishDecoding() }
         let taskDelegate = self.taskDelegate
-        let url = currentURL
         let outcome = state.withLock { state -> TaskOutcome in
+            let url = state.request?.url ?? originalURL
             let error: URLError?
             switch ending {
             case .success: error = decodeFailure
@@ -423,21 +422,26 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     }
 
     func exchange(_ exchange: HTTPExchange, didReceiveBodyBytes bytes: UnsafeRawBufferPointer) {
-        enum Route { case stale, keep, overflow, deliver }
+        enum Route { case stale, keep, overflow, deliver(ContentDecoder?) }
         let route = state.withLock { state -> Route in
             guard state.exchange === exchange else { return .stale }
-            guard case .keepingBody = state.machine.state else { return .deliver }
+            guard case .keepingBody = state.machine.state else {
+                // Undecoded bytes count now; a decoder's output is counted as it comes.
+                if state.decoder == nil { state.decodedBytes += Int64(bytes.count) }
+                return .deliver(state.decoder)
+            }
             state.keptBody.append(contentsOf: bytes)
             return state.keptBody.count > Self.maxKeptRedirectBytes ? .overflow : .keep
         }
+        let decoder: ContentDecoder?
         switch route {
         case .stale, .keep:
             return
         case .overflow:
             run(state.withLock { $0.machine.handle(.keptBodyOverflowed) })
             return
-        case .deliver:
-            break
+        case .deliver(let current):
+            decoder = current
         }
         if let task {
             let received = task.storage.withLock { storage -> Int64 in
@@ -446,7 +450,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             }
             task.progressIfCreated?.completedUnitCount = received
         }
-        deliverBody(bytes, from: exchange)
+        deliverBody(bytes, from: exchange, decoder: decoder)
     }
 
     func exchange(_ exchange: HTTPExchange, didCompleteWithTrailers trailers: HTTPFields?, metrics: ExchangeMetrics) {

@@ -1,3 +1,4 @@
+import CourierPolicies
 import CourierTransport
 import Foundation
 import Logging
@@ -40,6 +41,9 @@ open class URLSession: NSObject, @unchecked Sendable {
     let loader: any Loader
     /// The session's logger (label `courier`, or the configuration's own); secrets redacted.
     let logger: Logger
+    /// The follow-up rules every task of the session shares, from the configuration.
+    let redirectPolicy: RedirectPolicy
+    let retryPolicy: RetryPolicy
     let registry: Mutex<Registry>
     /// Makes the file a download task writes to: a new file in the temporary directory. Tests
     /// replace it to reach the failure paths.
@@ -81,6 +85,8 @@ open class URLSession: NSObject, @unchecked Sendable {
         transportConfiguration.securityDelegate = security
         self.loader = HTTPTransport(configuration: transportConfiguration)
         self.logger = frozen.courierLogger ?? Logger(label: "courier")
+        self.redirectPolicy = RedirectPolicy(extraCrossOriginFieldNames: frozen.courierHeadersStrippedOnCrossOriginRedirect)
+        self.retryPolicy = RetryPolicy(maximumDelay: frozen.courierMaximumRetryAfterDelay, maximumAttempts: frozen.courierMaximumRetryAttempts)
         self.registry = Mutex(Registry(delegate: delegate))
         super.init()
         security.attach(self)

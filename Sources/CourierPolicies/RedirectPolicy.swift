@@ -91,7 +91,11 @@ public struct RedirectPolicy: Sendable, Equatable {
     ///   - method: the request's method.
     ///   - redirectsSoFar: redirects this task already followed.
     public func decide(status: Int, location: String?, requestURL: URL, method: String, redirectsSoFar: Int) -> Decision {
-        guard [301, 302, 303, 307, 308].contains(status), let location else { return .deliver }
+        switch status {
+        case 301, 302, 303, 307, 308: break
+        default: return .deliver
+        }
+        guard let location else { return .deliver }
         let trimmed = location.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty else { return .deliver }
         guard redirectsSoFar < Self.maximumRedirects else { return .fail(.tooManyRedirects(limit: Self.maximumRedirects)) }
