@@ -48,6 +48,11 @@ let package = Package(
             dependencies: [.product(name: "CourierTLS", package: courier), .product(name: "CourierCore", package: courier)],
             path: "Sources/FuzzTLSRecords"
         ),
+        .executableTarget(
+            name: "fuzz-content-decoding",
+            dependencies: [.product(name: "CourierPolicies", package: courier)],
+            path: "Sources/FuzzContentDecoding"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -112,3 +112,72 @@ for seed in [b"\x00" + bytes([0x16, 3, 3, 0, 4, 2, 0, 0, 0]), b"\x00" + bytes([0
              b"\x80" + bytes([0x17, 3, 3, 0, 8]) + b"ABCDEFGH", b"\x80" + bytes([0x15, 3, 3, 0, 2, 1, 0]),
              b"\x00HTTP/1.1 400 Bad Request\r\n\r\n"]:
     write("tls-records", seed)
+
+
+# Content decoding: byte 0 picks the codings (see FuzzContentDecoding/main.swift), byte 1 the piece
+# sizes, then the coded body. gzip and deflate come from Python's zlib; Brotli from Debian's
+# libbrotlienc through ctypes, skipped when it is not installed.
+import ctypes
+import ctypes.util
+import zlib
+
+
+def deflate(data, window_bits, level=6):
+    compressor = zlib.compressobj(level, zlib.DEFLATED, window_bits)
+    return compressor.compress(data) + compressor.flush()
+
+
+def gzip_(data):
+    return deflate(data, 16 + 15)  # gzip wrapper, 32 KiB window
+
+
+def zlib_(data):
+    return deflate(data, 15)  # zlib wrapper (RFC 1950)
+
+
+def raw(data):
+    return deflate(data, -15)  # no wrapper (RFC 1951)
+
+
+def brotli_encoder():
+    name = ctypes.util.find_library("brotlienc")
+    if not name:
+        return None
+    library = ctypes.CDLL(name)
+    library.BrotliEncoderMaxCompressedSize.restype = ctypes.c_size_t
+    library.BrotliEncoderMaxCompressedSize.argtypes = [ctypes.c_size_t]
+    library.BrotliEncoderCompress.restype = ctypes.c_int
+    library.BrotliEncoderCompress.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p,
+                                              ctypes.POINTER(ctypes.c_size_t), ctypes.c_char_p]
+
+    def compress(data, quality=5):
+        size = ctypes.c_size_t(max(library.BrotliEncoderMaxCompressedSize(len(data)), 64))
+        out = ctypes.create_string_buffer(size.value)
+        # Window 22 (4 MiB, the encoder's default); mode 0 is generic.
+        if not library.BrotliEncoderCompress(quality, 22, 0, len(data), data, ctypes.byref(size), out):
+            raise RuntimeError("BrotliEncoderCompress failed")
+        return out.raw[:size.value]
+    return compress
+
+
+PAGE = b"".join(b"Line %d: the quick brown fox jumps over the lazy dog.\n" % n for n in range(40))
+SAMPLES = [b"", b"hello", PAGE]
+# Selectors: 0 gzip, 1 deflate, 2 br, 3 "gzip, br", 4 "deflate, gzip", 5 "br, deflate", 6 "gzip, gzip", 7 none.
+for index, sample in enumerate(SAMPLES):
+    pieces = [0, 7, 12][index]  # one byte at a time, up to 128 bytes, up to 4 KiB
+    write("content-decoding", bytes([0, pieces]) + gzip_(sample))
+    write("content-decoding", bytes([1, pieces]) + zlib_(sample))
+    write("content-decoding", bytes([1, pieces]) + raw(sample))
+    write("content-decoding", bytes([4, pieces]) + gzip_(zlib_(sample)))
+    write("content-decoding", bytes([6, pieces]) + gzip_(gzip_(sample)))
+    write("content-decoding", bytes([7, pieces]) + sample)
+write("content-decoding", bytes([0, 3]) + gzip_(b"first member\n") + gzip_(PAGE))  # concatenated members
+write("content-decoding", bytes([0, 5]) + gzip_(bytes(200000)))  # zeros: a ratio near 1000:1
+brotli = brotli_encoder()
+if brotli:
+    for index, sample in enumerate(SAMPLES):
+        pieces = [0, 7, 12][index]
+        write("content-decoding", bytes([2, pieces]) + brotli(sample))
+        write("content-decoding", bytes([3, pieces]) + brotli(gzip_(sample)))
+        write("content-decoding", bytes([5, pieces]) + raw(brotli(sample)))
+    write("content-decoding", bytes([2, 9]) + brotli(bytes(4 << 20), quality=11))  # a small Brotli bomb

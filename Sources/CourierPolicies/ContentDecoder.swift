@@ -1,63 +1,100 @@
-import CCourierBrotli
-import CCourierZlib
+// Content decoding (RFC 9110 section 8.4): undoing the codings a server applied to a response body,
+// as the body arrives.
+//
+// Design note. The decoder is a chain of stages, one per coding, in decoding order (the last coding
+// applied is undone first). Encoded bytes go into the first stage; every stage hands what it produces
+// straight to the next one, and the last stage's output goes to the caller after the limits are
+// checked. Each stage owns one output buffer of `ContentDecoder.outputChunkBytes` and reuses it, so
+// memory is bounded by the number of stages, never by the size of the body or its compression ratio.
+// The stages own their C state (zlib's `z_stream`, Brotli's decoder instance), create it on the first
+// byte they see (an empty body allocates nothing) and free it in `deinit`.
 
 /// One content coding (RFC 9110 section 8.4.1).
 public enum ContentCoding: String, Sendable, Equatable {
-    /// RFC 1952 gzip (also sent as `x-gzip`).
+    /// gzip (RFC 9110 section 8.4.1.3, format in RFC 1952); `x-gzip` is the same coding.
     case gzip
-    /// RFC 1950 zlib, or the raw RFC 1951 deflate some servers send under this name.
+    /// deflate (RFC 9110 section 8.4.1.2): the zlib format of RFC 1950. Many servers send the raw
+    /// deflate data of RFC 1951 under this name instead; the decoder accepts both.
     case deflate
-    /// RFC 7932 Brotli.
+    /// Brotli (RFC 7932), registered for HTTP as `br`.
     case brotli = "br"
+    /// No coding (RFC 9110 section 8.4.1): the bytes are the content.
     case identity
 
-    /// The codings of a Content-Encoding field value, in the order they were applied (the
-    /// field's order), identity dropped; nil when one of them is a coding Courier cannot
-    /// decode (the body is then delivered as received, as Apple does).
+    /// Parses a Content-Encoding field value.
+    ///
+    /// The value is a comma-separated list (RFC 9110 section 8.4) of coding names, compared without
+    /// regard to case (section 8.4.1), with optional spaces and tabs around each; empty list elements
+    /// are ignored as section 5.6.1 allows. `x-gzip` is taken for `gzip` (section 8.4.1.3).
+    ///
+    /// - Parameter value: The field value, such as `"gzip"` or `"gzip, br"`.
+    /// - Returns: The codings in the order they were applied (the field's order), `identity` entries
+    ///   dropped; an empty array when there is nothing to decode; `nil` when any coding is one Courier
+    ///   cannot decode, in which case the body should be delivered as received, as Apple does.
     public static func codings(fromContentEncoding value: String) -> [ContentCoding]? {
         var codings: [ContentCoding] = []
-        for item in value.split(separator: ",") {
-            let name = item.trimmingASCIIWhitespace().lowercased()
-            switch name {
-            case "": continue
-            case "gzip", "x-gzip": codings.append(.gzip)
-            case "deflate": codings.append(.deflate)
-            case "br": codings.append(.brotli)
-            case "identity": continue
-            default: return nil
+        for element in value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
+            let name = element.trimmingOptionalWhitespace()
+            if name.isEmpty { continue }
+            if name.equalsASCIICaseInsensitive("gzip") || name.equalsASCIICaseInsensitive("x-gzip") {
+                codings.append(.gzip)
+            } else if name.equalsASCIICaseInsensitive("deflate") {
+                codings.append(.deflate)
+            } else if name.equalsASCIICaseInsensitive("br") {
+                codings.append(.brotli)
+            } else if name.equalsASCIICaseInsensitive("identity") {
+                continue
+            } else {
+                return nil
             }
         }
         return codings
     }
 }
 
-/// Bounds on what decoding may produce: a defence against decompression bombs (a few KiB that
-/// decode to gigabytes).
+/// Bounds on what decoding may produce: a defence against decompression bombs, bodies of a few
+/// kilobytes that decode to gigabytes.
 public struct ContentDecodingLimits: Sendable, Equatable {
-    /// Most decoded bytes one body may produce. 1 GiB by default: far above what an API or a
-    /// page sends compressed, and small enough that a bomb cannot fill memory or a disk.
+    /// Most decoded bytes one body may produce.
+    ///
+    /// The default, 1 GiB, is far beyond what a page or an API response decodes to, yet bounds
+    /// what a hostile server can make a client write to memory or disk from a small body. Raise it
+    /// for downloads of large compressed files.
     public var maximumDecodedBytes: Int64
-    /// Largest decoded/encoded ratio, checked once `ratioCheckThreshold` decoded bytes were
-    /// produced. 1,000 by default: gzip's own ceiling is about 1,032:1 and legitimate text
-    /// rarely passes 100:1, while Brotli bombs reach millions to one.
+    /// Largest ratio of decoded bytes to encoded bytes, checked once `ratioCheckThreshold` decoded
+    /// bytes were produced.
+    ///
+    /// The default is 1,000: deflate (gzip, zlib) cannot exceed about 1,032:1, since one
+    /// back-reference of at most 258 bytes costs at least two bits, and legitimate text rarely
+    /// passes 100:1. Brotli, whose bombs reach millions to one, is what this mostly stops.
+    ///
+    /// The ratio is of the bytes so far, so a body whose beginning is far more compressible than
+    /// the rest (a long run of zeros, then dense data) can pass it early; raise the limit for such
+    /// bodies.
     public var maximumRatio: Int
-    /// Decoded bytes below which the ratio is not checked: small bodies of repeated bytes are
-    /// legitimate. 1 MiB by default.
+    /// Decoded bytes below which the ratio is not checked, because small bodies of repeated bytes
+    /// (a blank image, padding) are legitimate. The default is 1 MiB.
     public var ratioCheckThreshold: Int64
 
+    /// Creates limits; every parameter defaults to the value documented on its property.
+    ///
+    /// - Parameters:
+    ///   - maximumDecodedBytes: Most decoded bytes one body may produce (default 1 GiB).
+    ///   - maximumRatio: Largest decoded/encoded ratio (default 1,000).
+    ///   - ratioCheckThreshold: Decoded bytes below which the ratio is not checked (default 1 MiB).
     public init(maximumDecodedBytes: Int64 = 1 << 30, maximumRatio: Int = 1000, ratioCheckThreshold: Int64 = 1 << 20) {
         self.maximumDecodedBytes = maximumDecodedBytes
         self.maximumRatio = maximumRatio
         self.ratioCheckThreshold = ratioCheckThreshold
     }
 
-    /// The defaults above.
+    /// The defaults: 1 GiB, a ratio of 1,000, checked from 1 MiB on.
     public static let `default` = ContentDecodingLimits()
 }
 
-/// Why a body could not be decoded.
+/// Why a response body could not be decoded. The peer's fault, or a limit of the caller's.
 public enum ContentDecodingError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The coded stream is malformed.
+    /// The coded stream is malformed; the text is zlib's or Brotli's message where it gave one.
     case corrupt(ContentCoding, String)
     /// The body ended before the coded stream did.
     case truncated(ContentCoding)
@@ -66,279 +103,185 @@ public enum ContentDecodingError: Error, Sendable, Equatable, CustomStringConver
     /// The decoded/encoded ratio passed `maximumRatio`.
     case ratioExceeded(limit: Int)
 
+    /// What went wrong and what to do about it, as a phrase that fits after a colon.
     public var description: String {
         switch self {
-        case .corrupt(let coding, let detail): return "the \(coding.rawValue) data is corrupt (\(detail))"
-        case .truncated(let coding): return "the \(coding.rawValue) data ends before its end marker"
-        case .decodedSizeExceeded(let limit): return "the body decodes to more than \(limit) bytes"
-        case .ratioExceeded(let limit): return "the body decodes to more than \(limit) times its compressed size"
+        case .corrupt(let coding, let detail):
+            return "the \(coding.rawValue)-coded body is corrupt (\(detail)); the server sent malformed data or a wrong Content-Encoding"
+        case .truncated(let coding):
+            return "the body ended in the middle of its \(coding.rawValue)-coded data; the transfer was cut short"
+        case .decodedSizeExceeded(let limit):
+            return "the body decodes to more than \(limit) bytes, the limit set by ContentDecodingLimits.maximumDecodedBytes; raise it if so large a body is expected"
+        case .ratioExceeded(let limit):
+            return "the body decodes to more than \(limit) times its coded size, as a decompression bomb does; raise ContentDecodingLimits.maximumRatio if so compressible a body is expected"
         }
     }
 }
 
 /// Decodes a response body coded with one or more content codings, as it arrives.
 ///
-/// Stacked codings are undone in reverse order of application, streaming: the output of one
-/// stage feeds the next, and no stage keeps more than its 64 KiB output buffer, so memory does
-/// not depend on the body's size or ratio.
+/// Feed the body with ``decode(_:output:)`` as it is received and call ``finish(output:)`` when it
+/// ends. Decoded bytes go to the `output` closure in chunks of at most ``outputChunkBytes``, so
+/// memory stays bounded whatever the size or the compression ratio of the body. The limits are
+/// checked before bytes are handed out: a chunk that would cross one is not delivered.
 ///
-/// Not thread-safe: callers use it from one thread at a time (the session layer feeds a body
-/// from its connection's event loop), which is why it may be handed between threads.
+/// After an error every further call throws the same error.
+///
+/// Not thread-safe: one caller at a time. It is `Sendable` so that it may be handed between
+/// threads (the session keeps it under its task lock and feeds it from one event loop); it must
+/// never be used from two threads at once.
 public final class ContentDecoder: @unchecked Sendable {
-    /// Largest piece handed to `output` at once.
+    /// Largest chunk handed to `output` at once (64 KiB), and the size of each stage's buffer.
     public static let outputChunkBytes = 64 * 1024
 
-    /// Encoded bytes consumed and decoded bytes produced so far.
+    /// Encoded bytes fed so far.
     public private(set) var encodedByteCount: Int64 = 0
+    /// Decoded bytes handed to `output` so far.
     public private(set) var decodedByteCount: Int64 = 0
 
+    /// The bounds checked as bytes are produced.
     private let limits: ContentDecodingLimits
-    /// Stages in decoding order (the last-applied coding first).
-    private let stages: [DecoderStage]
+    /// One stage per coding, in decoding order: the last coding applied first.
+    private let stages: [any ContentDecodingStage]
+    /// The first error; once set, every call throws it again.
     private var failure: ContentDecodingError?
 
-    /// `codings` in the order they were applied (as `codings(fromContentEncoding:)` returns).
+    /// Creates a decoder for a body coded with `codings`.
+    ///
+    /// - Parameters:
+    ///   - codings: The codings in the order they were applied, as ``ContentCoding/codings(fromContentEncoding:)``
+    ///     returns them. They are undone in reverse order: for `"gzip, br"` Brotli is decoded first,
+    ///     then gzip. `identity` entries are ignored.
+    ///   - limits: Bounds on what decoding may produce.
     public init(codings: [ContentCoding], limits: ContentDecodingLimits = .default) {
         self.limits = limits
-        self.stages = codings.reversed().compactMap { coding -> DecoderStage? in
+        self.stages = codings.reversed().compactMap { coding -> (any ContentDecodingStage)? in
             switch coding {
-            case .gzip: return ZlibStage(coding: .gzip)
-            case .deflate: return ZlibStage(coding: .deflate)
-            case .brotli: return BrotliStage()
+            case .gzip: return ZlibDecodingStage(format: .gzip)
+            case .deflate: return ZlibDecodingStage(format: .zlibOrRaw)
+            case .brotli: return BrotliDecodingStage()
             case .identity: return nil
             }
         }
     }
 
-    /// Feeds encoded bytes; `output` gets decoded bytes (lent for the call) zero or more times.
+    /// Feeds encoded bytes.
+    ///
+    /// - Parameters:
+    ///   - input: The next bytes of the body, as received.
+    ///   - output: Called zero or more times with decoded bytes, lent for the call only.
+    /// - Throws: ``ContentDecodingError`` when the data is corrupt or a limit is passed, and again
+    ///   on every call after that.
     public func decode(_ input: UnsafeRawBufferPointer, output: (UnsafeRawBufferPointer) -> Void) throws(ContentDecodingError) {
         if let failure { throw failure }
         encodedByteCount += Int64(input.count)
         do {
-            try feed(input, stage: 0, ending: false, output: output)
+            try push(input, into: 0, output: output)
         } catch {
             failure = error
             throw error
         }
     }
 
-    /// The body ended: flushes what remains; `.truncated` when a stream is incomplete.
+    /// Tells the decoder the body ended.
+    ///
+    /// An empty body (nothing was ever fed) is not an error and produces nothing: a `HEAD` response
+    /// or a 204 may carry a Content-Encoding and no bytes.
+    ///
+    /// - Parameter output: Called zero or more times with the last decoded bytes.
+    /// - Throws: ``ContentDecodingError/truncated(_:)`` when a coded stream was begun but not
+    ///   completed, or the error an earlier call threw.
     public func finish(output: (UnsafeRawBufferPointer) -> Void) throws(ContentDecodingError) {
         if let failure { throw failure }
         do {
-            try feed(UnsafeRawBufferPointer(start: nil, count: 0), stage: 0, ending: true, output: output)
+            // Every stage hands on all it can as soon as it can, so nothing is pending here: a
+            // stage's end only has to say whether its stream was complete. Outer stages first, so
+            // the error names the coding that was cut.
+            for stage in stages {
+                try stage.finish()
+            }
         } catch {
             failure = error
             throw error
         }
     }
 
-    /// Runs `input` through stage `index` and the ones after it. When `ending`, each stage is
-    /// told the input is over after its last bytes.
-    private func feed(_ input: UnsafeRawBufferPointer, stage index: Int, ending: Bool, output: (UnsafeRawBufferPointer) -> Void) throws(ContentDecodingError) {
+    /// Runs `bytes` through the stage at `index` and every stage after it.
+    private func push(_ bytes: UnsafeRawBufferPointer, into index: Int, output: (UnsafeRawBufferPointer) -> Void) throws(ContentDecodingError) {
         guard index < stages.count else {
-            try emit(input, output: output)
+            try deliver(bytes, output: output)
             return
         }
-        try stages[index].process(input) { (chunk) throws(ContentDecodingError) in
-            try feed(chunk, stage: index + 1, ending: false, output: output)
-        }
-        if ending {
-            try stages[index].end()
-            try feed(UnsafeRawBufferPointer(start: nil, count: 0), stage: index + 1, ending: true, output: output)
+        try stages[index].decode(bytes) { (produced) throws(ContentDecodingError) in
+            try push(produced, into: index + 1, output: output)
         }
     }
 
-    /// Hands decoded bytes out after checking the limits.
-    private func emit(_ bytes: UnsafeRawBufferPointer, output: (UnsafeRawBufferPointer) -> Void) throws(ContentDecodingError) {
-        guard !bytes.isEmpty else { return }
-        let total = decodedByteCount + Int64(bytes.count)
-        if total > limits.maximumDecodedBytes { throw .decodedSizeExceeded(limit: limits.maximumDecodedBytes) }
-        if total > limits.ratioCheckThreshold, total / max(encodedByteCount, 1) > Int64(limits.maximumRatio) {
-            throw .ratioExceeded(limit: limits.maximumRatio)
-        }
-        decodedByteCount = total
-        output(bytes)
-    }
-}
-
-/// One decoding stage: consumes coded bytes, produces decoded ones in bounded chunks.
-protocol DecoderStage: AnyObject {
-    /// Decodes `input`, handing each produced chunk on.
-    func process(_ input: UnsafeRawBufferPointer, _ next: (UnsafeRawBufferPointer) throws(ContentDecodingError) -> Void) throws(ContentDecodingError)
-    /// The input is over: fails when the coded stream did not end.
-    func end() throws(ContentDecodingError)
-}
-
-/// gzip (RFC 1952) and deflate (RFC 1950, or raw RFC 1951) through zlib.
-final class ZlibStage: DecoderStage {
-    private let coding: ContentCoding
-    private var stream = z_stream()
-    private var initialized = false
-    /// True between a stream's first byte and its end marker.
-    private var midStream = false
-    /// True after a stream's end marker: more bytes start another gzip member.
-    private var streamEnded = false
-    /// Deflate only: the first byte, held until the second tells zlib-wrapped from raw.
-    private var pendingFirstByte: UInt8?
-    private let output = UnsafeMutableRawBufferPointer.allocate(byteCount: ContentDecoder.outputChunkBytes, alignment: 16)
-    private let oneByte = UnsafeMutableRawBufferPointer.allocate(byteCount: 1, alignment: 1)
-
-    /// gzip: 16 + 15 asks zlib for a gzip wrapper and the largest window (32 KiB).
-    private static let gzipWindowBits: Int32 = 16 + 15
-    /// deflate: 15 for a zlib wrapper (RFC 1950); negated, raw deflate data (RFC 1951).
-    private static let zlibWindowBits: Int32 = 15
-
-    init(coding: ContentCoding) {
-        self.coding = coding
-    }
-
-    deinit {
-        if initialized { inflateEnd(&stream) }
-        output.deallocate()
-        oneByte.deallocate()
-    }
-
-    /// Starts (or restarts, for the next gzip member) zlib with `windowBits`.
-    private func start(windowBits: Int32) throws(ContentDecodingError) {
-        if initialized {
-            guard inflateReset2(&stream, windowBits) == Z_OK else { throw .corrupt(coding, "zlib could not restart") }
-        } else {
-            guard courier_inflate_init2(&stream, windowBits) == Z_OK else { throw .corrupt(coding, "zlib could not start") }
-            initialized = true
+    /// Checks the limits for decoded `bytes`, then hands them to `output` in chunks of at most
+    /// `outputChunkBytes` (stages never produce more; this only splits the input of a decoder
+    /// without stages).
+    private func deliver(_ bytes: UnsafeRawBufferPointer, output: (UnsafeRawBufferPointer) -> Void) throws(ContentDecodingError) {
+        var start = 0
+        while start < bytes.count {
+            let end = min(start + Self.outputChunkBytes, bytes.count)
+            let total = decodedByteCount + Int64(end - start)
+            try checkLimits(decodedTotal: total)
+            decodedByteCount = total
+            output(UnsafeRawBufferPointer(rebasing: bytes[start..<end]))
+            start = end
         }
     }
 
-    /// RFC 1950 section 2.2: a zlib header's method is 8 (deflate) and CMF·256 + FLG is a
-    /// multiple of 31. Anything else is taken for raw deflate data.
-    private static func windowBits(first: UInt8, second: UInt8) -> Int32 {
-        let isZlib = first & 0x0F == 8 && (UInt16(first) << 8 | UInt16(second)) % 31 == 0
-        return isZlib ? zlibWindowBits : -zlibWindowBits
-    }
-
-    func process(_ input: UnsafeRawBufferPointer, _ next: (UnsafeRawBufferPointer) throws(ContentDecodingError) -> Void) throws(ContentDecodingError) {
-        guard !input.isEmpty else { return }
-        if coding == .deflate && !initialized {
-            // The wrapper is decided on the first two bytes, which may arrive one at a time.
-            if let first = pendingFirstByte {
-                pendingFirstByte = nil
-                try start(windowBits: Self.windowBits(first: first, second: input[0]))
-                oneByte[0] = first
-                try inflate(UnsafeRawBufferPointer(oneByte), next)
-            } else if input.count == 1 {
-                pendingFirstByte = input[0]
-                midStream = true
-                return
-            } else {
-                try start(windowBits: Self.windowBits(first: input[0], second: input[1]))
-            }
+    /// Throws when `decodedTotal` decoded bytes would pass a limit.
+    private func checkLimits(decodedTotal: Int64) throws(ContentDecodingError) {
+        if decodedTotal > limits.maximumDecodedBytes {
+            throw .decodedSizeExceeded(limit: limits.maximumDecodedBytes)
         }
-        try inflate(input, next)
-    }
-
-    /// Inflates all of `input`. Bytes after a gzip member's end start the next member
-    /// (concatenated members, RFC 1952 section 2.2); zlib rejects them when they are not one.
-    private func inflate(_ input: UnsafeRawBufferPointer, _ next: (UnsafeRawBufferPointer) throws(ContentDecodingError) -> Void) throws(ContentDecodingError) {
-        guard let base = input.baseAddress, !input.isEmpty else { return }
-        var offset = 0
-        while offset < input.count {
-            if !initialized {
-                try start(windowBits: Self.gzipWindowBits)
-            } else if streamEnded {
-                guard coding == .gzip else { throw .corrupt(coding, "data after the end of the stream") }
-                try start(windowBits: Self.gzipWindowBits)
-                streamEnded = false
-            }
-            midStream = true
-            stream.next_in = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: Bytef.self) + offset)
-            stream.avail_in = uInt(input.count - offset)
-            decoding: while true {
-                stream.next_out = output.baseAddress!.assumingMemoryBound(to: Bytef.self)
-                stream.avail_out = uInt(output.count)
-                let status = CCourierZlib.inflate(&stream, Z_NO_FLUSH)
-                let produced = output.count - Int(stream.avail_out)
-                if produced > 0 { try next(UnsafeRawBufferPointer(rebasing: output[..<produced])) }
-                switch status {
-                case Z_OK:
-                    // Go on while input remains or the output filled (more may be pending).
-                    if stream.avail_in == 0 && stream.avail_out > 0 { break decoding }
-                case Z_STREAM_END:
-                    streamEnded = true
-                    midStream = false
-                    break decoding
-                case Z_BUF_ERROR where stream.avail_in == 0:
-                    // No progress possible without more input.
-                    break decoding
-                default:
-                    let message = stream.msg.map { String(cString: $0) } ?? "zlib error \(status)"
-                    throw .corrupt(coding, message)
-                }
-            }
-            offset = input.count - Int(stream.avail_in)
-        }
-    }
-
-    func end() throws(ContentDecodingError) {
-        if midStream { throw .truncated(coding) }
-    }
-}
-
-/// Brotli (RFC 7932) through Debian's libbrotlidec.
-final class BrotliStage: DecoderStage {
-    private let decoder: OpaquePointer?
-    private var midStream = false
-    private var finished = false
-    private let output = UnsafeMutableRawBufferPointer.allocate(byteCount: ContentDecoder.outputChunkBytes, alignment: 16)
-
-    init() {
-        decoder = BrotliDecoderCreateInstance(nil, nil, nil)
-    }
-
-    deinit {
-        if let decoder { BrotliDecoderDestroyInstance(decoder) }
-        output.deallocate()
-    }
-
-    func process(_ input: UnsafeRawBufferPointer, _ next: (UnsafeRawBufferPointer) throws(ContentDecodingError) -> Void) throws(ContentDecodingError) {
-        guard let base = input.baseAddress, !input.isEmpty else { return }
-        guard let decoder else { throw .corrupt(.brotli, "the decoder could not be created") }
-        guard !finished else { throw .corrupt(.brotli, "data after the end of the stream") }
-        midStream = true
-        var availableIn = input.count
-        var nextIn: UnsafePointer<UInt8>? = base.assumingMemoryBound(to: UInt8.self)
-        while true {
-            var availableOut = output.count
-            var nextOut: UnsafeMutablePointer<UInt8>? = output.baseAddress!.assumingMemoryBound(to: UInt8.self)
-            let result = BrotliDecoderDecompressStream(decoder, &availableIn, &nextIn, &availableOut, &nextOut, nil)
-            let produced = output.count - availableOut
-            if produced > 0 { try next(UnsafeRawBufferPointer(rebasing: output[..<produced])) }
-            switch result {
-            case BROTLI_DECODER_RESULT_NEEDS_MORE_OUTPUT:
-                continue
-            case BROTLI_DECODER_RESULT_NEEDS_MORE_INPUT:
-                return
-            case BROTLI_DECODER_RESULT_SUCCESS:
-                midStream = false
-                finished = true
-                if availableIn > 0 { throw .corrupt(.brotli, "data after the end of the stream") }
-                return
-            default:
-                throw .corrupt(.brotli, String(cString: BrotliDecoderErrorString(BrotliDecoderGetErrorCode(decoder))))
+        if decodedTotal >= limits.ratioCheckThreshold {
+            // decoded / encoded > ratio, without division: decoded > ratio × encoded. A product
+            // that overflows is beyond any decoded size, so it passes.
+            let (allowed, overflow) = Int64(limits.maximumRatio).multipliedReportingOverflow(by: encodedByteCount)
+            if !overflow && decodedTotal > allowed {
+                throw .ratioExceeded(limit: limits.maximumRatio)
             }
         }
     }
-
-    func end() throws(ContentDecodingError) {
-        if midStream { throw .truncated(.brotli) }
-    }
 }
 
-extension Substring {
-    /// The text without leading and trailing spaces and tabs.
-    fileprivate func trimmingASCIIWhitespace() -> Substring {
+/// One stage of a ``ContentDecoder``: undoes one coding.
+///
+/// A stage is fed the bytes of its coded stream and hands what it decodes to `next` in chunks of
+/// at most `ContentDecoder.outputChunkBytes`, lent for the call. It consumes all it is given
+/// before returning, so no input is ever held by the caller for it.
+protocol ContentDecodingStage: AnyObject {
+    /// Decodes `input`, handing each decoded chunk to `next`; rethrows what `next` throws.
+    func decode(
+        _ input: UnsafeRawBufferPointer, next: (UnsafeRawBufferPointer) throws(ContentDecodingError) -> Void
+    ) throws(ContentDecodingError)
+
+    /// The input ended: throws `.truncated` when a stream was begun and not completed.
+    func finish() throws(ContentDecodingError)
+}
+
+extension BidirectionalCollection where Element == UInt8, SubSequence == Self {
+    /// The bytes without leading and trailing optional whitespace (OWS: spaces and horizontal tabs,
+    /// RFC 9110 section 5.6.3).
+    fileprivate func trimmingOptionalWhitespace() -> SubSequence {
+        let isWhitespace = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
         var text = self
-        while let first = text.first, first == " " || first == "\t" { text = text.dropFirst() }
-        while let last = text.last, last == " " || last == "\t" { text = text.dropLast() }
+        while let first = text.first, isWhitespace(first) { text = text.dropFirst() }
+        while let last = text.last, isWhitespace(last) { text = text.dropLast() }
         return text
+    }
+
+    /// True when the bytes spell `name` (lowercase ASCII) with letters in either case. Only ASCII
+    /// letters fold, so no other character can pass for a coding name.
+    fileprivate func equalsASCIICaseInsensitive(_ name: StaticString) -> Bool {
+        guard count == name.utf8CodeUnitCount else { return false }
+        let expected = UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
+        return zip(self, expected).allSatisfy { byte, lower in
+            let folded = (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
+            return folded == lower
+        }
     }
 }
