@@ -24,9 +24,32 @@ final class FileSink: TaskSink {
     /// Bytes gathered on the loop before they go to the writer.
     static let chunkBytes = DownloadFile.bufferSize
 
+    /// A chunk's memory, reused: a fresh 256 KiB allocation per chunk would be an mmap, page
+    /// faults and an munmap each time.
+    final class Chunk: @unchecked Sendable {
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: FileSink.chunkBytes, alignment: 16)
+        var count = 0
+
+        var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: storage[..<count]) }
+        var room: Int { storage.count - count }
+
+        /// Appends what fits of `bytes`; returns how many were taken.
+        func append(_ bytes: UnsafeRawBufferPointer) -> Int {
+            let taken = min(room, bytes.count)
+            if taken > 0 { storage.baseAddress!.advanced(by: count).copyMemory(from: bytes.baseAddress!, byteCount: taken) }
+            count += taken
+            return taken
+        }
+
+        deinit { storage.deallocate() }
+    }
+
     private struct State {
         var file: DownloadFile?
-        var chunk = Data()
+        /// The chunk being filled on the loop.
+        var chunk: Chunk?
+        /// Written chunks, ready to be filled again.
+        var spare: [Chunk] = []
         /// Bytes given to the writer and not yet written.
         var bytesInFlight = 0
         /// Set once a write failed: further bytes are refused.
@@ -34,6 +57,10 @@ final class FileSink: TaskSink {
         /// Set by `complete`: a file made after it (a cancel that raced with `begin`) is
         /// deleted at once.
         var completed = false
+        /// True while `begin` makes the file; a completion meanwhile waits for it.
+        var beginning = false
+        /// A completion that arrived while the file was being made, run by `begin`.
+        var deferredCompletion: (@Sendable () -> Void)?
     }
 
     let receiver: Receiver
@@ -46,38 +73,57 @@ final class FileSink: TaskSink {
         self.receiver = receiver
     }
 
-    var backlog: Int { state.withLock { $0.bytesInFlight + $0.chunk.count } }
+    var backlog: Int { state.withLock { $0.bytesInFlight + ($0.chunk?.count ?? 0) } }
 
     func begin(_ response: HTTPURLResponse, driver: TaskDriver) -> URLError? {
-        let file: DownloadFile
+        state.withLock { $0.beginning = true }
+        let made: Result<DownloadFile, URLError>
         do {
-            file = try driver.session.makeDownloadFile.withLock { $0 }()
+            made = .success(try driver.session.makeDownloadFile.withLock { $0 }())
         } catch {
             let message = (error as? DownloadFileError)?.message ?? "Cannot create the download file: \(error)."
-            return .courier(.cannotCreateFile, message, url: response.url)
+            made = .failure(.courier(.cannotCreateFile, message, url: response.url))
         }
-        let late = state.withLock { state -> Bool in
-            guard !state.completed else { return true }
-            state.file = file
-            return false
+        // A cancel that raced with the making completed the task meanwhile: the file goes
+        // before anyone hears of the completion.
+        let deferred = state.withLock { state -> (@Sendable () -> Void)? in
+            state.beginning = false
+            if !state.completed, case .success(let file) = made { state.file = file }
+            defer { state.deferredCompletion = nil }
+            return state.deferredCompletion
         }
-        if late { file.remove() }
+        if let deferred {
+            if case .success(let file) = made { file.remove() }
+            deferred()
+            return nil
+        }
+        if case .failure(let error) = made { return error }
         return nil
     }
 
     func receive(_ bytes: UnsafeRawBufferPointer, from exchange: HTTPExchange?, driver: TaskDriver) -> URLError? {
-        let full = state.withLock { state -> (DownloadFile, Data)? in
-            guard !state.failed, let file = state.file else { return nil }
-            if state.chunk.isEmpty { state.chunk.reserveCapacity(Self.chunkBytes) }
-            state.chunk.append(contentsOf: bytes)
-            guard state.chunk.count >= Self.chunkBytes else { return nil }
-            defer { state.chunk = Data() }
-            state.bytesInFlight += state.chunk.count
-            return (file, state.chunk)
-        }
-        if let (file, chunk) = full {
-            driver.updateReading()
-            write(chunk, to: file, driver: driver)
+        var remaining = bytes
+        while !remaining.isEmpty {
+            let full = state.withLock { state -> (DownloadFile, Chunk)? in
+                guard !state.failed, let file = state.file else {
+                    remaining = UnsafeRawBufferPointer(start: nil, count: 0)
+                    return nil
+                }
+                let chunk = state.chunk ?? state.spare.popLast() ?? Chunk()
+                let taken = chunk.append(remaining)
+                remaining = UnsafeRawBufferPointer(rebasing: remaining[taken...])
+                guard chunk.room == 0 else {
+                    state.chunk = chunk
+                    return nil
+                }
+                state.chunk = nil
+                state.bytesInFlight += chunk.count
+                return (file, chunk)
+            }
+            if let (file, chunk) = full {
+                driver.updateReading()
+                write(chunk, to: file, driver: driver)
+            }
         }
         if let failure = state.withLock({ $0.failed ? $0.file?.failure : nil }) {
             return .courier(.cannotWriteToFile, failure, url: driver.currentURL)
@@ -85,17 +131,21 @@ final class FileSink: TaskSink {
         return nil
     }
 
-    /// Writes a chunk on the writer queue, then reports progress and lets reading resume.
-    private func write(_ chunk: Data, to file: DownloadFile, driver: TaskDriver) {
+    /// Writes a chunk on the writer queue, then reports progress, keeps the chunk for reuse
+    /// and lets reading resume.
+    private func write(_ chunk: Chunk, to file: DownloadFile, driver: TaskDriver) {
         writer.async { [self] in
-            let written = chunk.withUnsafeBytes { file.write($0) }
+            let count = chunk.count
+            let written = file.write(chunk.bytes)
+            chunk.count = 0
             state.withLock { state in
-                state.bytesInFlight -= chunk.count
+                state.bytesInFlight -= count
                 if !written { state.failed = true }
+                state.spare.append(chunk)
             }
             guard written else { return }
-            bytesWritten += Int64(chunk.count)
-            reportProgress(Int64(chunk.count), driver: driver)
+            bytesWritten += Int64(count)
+            reportProgress(Int64(count), driver: driver)
             driver.updateReading()
         }
     }
@@ -113,16 +163,27 @@ final class FileSink: TaskSink {
     }
 
     func complete(_ outcome: TaskOutcome, driver: TaskDriver) {
-        let (file, rest) = state.withLock { state -> (DownloadFile?, Data) in
+        let waitsForBegin = state.withLock { state -> Bool in
             state.completed = true
-            defer { state.chunk = Data() }
+            guard state.beginning else { return false }
+            state.deferredCompletion = { [self] in finishCompletion(outcome, driver: driver) }
+            return true
+        }
+        if !waitsForBegin { finishCompletion(outcome, driver: driver) }
+    }
+
+    /// Writes what is left, settles the file and delivers the outcome, through the writer queue.
+    private func finishCompletion(_ outcome: TaskOutcome, driver: TaskDriver) {
+        let (file, rest) = state.withLock { state -> (DownloadFile?, Chunk?) in
+            state.spare = []
+            defer { state.chunk = nil }
             return (state.file, state.chunk)
         }
         writer.async { [self] in
             var error = outcome.error
             if let file {
-                if error == nil, !rest.isEmpty {
-                    if rest.withUnsafeBytes({ file.write($0) }) {
+                if error == nil, let rest, rest.count > 0 {
+                    if file.write(rest.bytes) {
                         bytesWritten += Int64(rest.count)
                         reportProgress(Int64(rest.count), driver: driver)
                     }

@@ -65,8 +65,8 @@ extension TaskDriver {
 
     /// Sends `next` as the following hop.
     private func follow(_ next: URLRequest) {
-        let actions = state.withLock { state -> [TaskStateMachine.Action] in
-            guard !state.machine.isFinished else { return [] }
+        let actions = state.withLock { state -> TaskStateMachine.Actions in
+            guard !state.machine.isFinished else { return TaskStateMachine.Actions() }
             state.request = next
             state.keptBody = Data()
             return state.machine.handle(.redirectDecided(followed: true))
@@ -78,8 +78,8 @@ extension TaskDriver {
 
     /// A redirect that cannot go on fails the task while it waits for its decision.
     private func failRedirect(_ error: URLError) {
-        let actions = state.withLock { state -> [TaskStateMachine.Action] in
-            guard !state.machine.isFinished else { return [] }
+        let actions = state.withLock { state -> TaskStateMachine.Actions in
+            guard !state.machine.isFinished else { return TaskStateMachine.Actions() }
             state.failure = error
             return state.machine.handle(.cancelRequested)
         }

@@ -174,7 +174,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     // MARK: Carrying out the machine's actions
 
     /// Carries out actions in order, outside the lock.
-    func run(_ actions: [TaskStateMachine.Action]) {
+    func run(_ actions: TaskStateMachine.Actions) {
         for action in actions {
             switch action {
             case .startExchange:
@@ -331,8 +331,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
 
     /// Records why the task failed and feeds the machine the event.
     func fail(_ error: URLError, with event: TaskStateMachine.Event) {
-        let actions = state.withLock { state -> [TaskStateMachine.Action] in
-            guard !state.machine.isFinished else { return [] }
+        let actions = state.withLock { state -> TaskStateMachine.Actions in
+            guard !state.machine.isFinished else { return TaskStateMachine.Actions() }
             if state.failure == nil { state.failure = error }
             return state.machine.handle(event)
         }
@@ -406,8 +406,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     }
 
     func exchange(_ exchange: HTTPExchange, didReceiveHead head: HTTPResponseHead) {
-        let actions = state.withLock { state -> [TaskStateMachine.Action] in
-            guard state.exchange === exchange, let request = state.request, let url = request.url else { return [] }
+        let actions = state.withLock { state -> TaskStateMachine.Actions in
+            guard state.exchange === exchange, let request = state.request, let url = request.url else { return TaskStateMachine.Actions() }
             let response = HTTPURLResponse(url: url, head: head)
             state.response = response
             let location = (300..<400).contains(head.status) ? head.fields.first("Location") : nil
@@ -454,8 +454,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     }
 
     func exchange(_ exchange: HTTPExchange, didCompleteWithTrailers trailers: HTTPFields?, metrics: ExchangeMetrics) {
-        let actions = state.withLock { state -> [TaskStateMachine.Action] in
-            guard state.exchange === exchange else { return [] }
+        let actions = state.withLock { state -> TaskStateMachine.Actions in
+            guard state.exchange === exchange else { return TaskStateMachine.Actions() }
             record(metrics, in: &state)
             return state.machine.handle(.bodyFinished)
         }
@@ -464,8 +464,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
 
     func exchange(_ exchange: HTTPExchange, didFailWith error: TransportError, metrics: ExchangeMetrics) {
         let url = currentURL
-        let actions = state.withLock { state -> [TaskStateMachine.Action] in
-            guard state.exchange === exchange else { return [] }
+        let actions = state.withLock { state -> TaskStateMachine.Actions in
+            guard state.exchange === exchange else { return TaskStateMachine.Actions() }
             record(metrics, in: &state)
             if state.failure == nil { state.failure = .from(error, url: url) }
             return state.machine.handle(.exchangeFailed)

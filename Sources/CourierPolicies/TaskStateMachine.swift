@@ -115,6 +115,51 @@ public struct TaskStateMachine: Sendable {
         case finish(Ending)
     }
 
+    /// Up to three actions, in order, held inline: a task feeds the machine a few events per
+    /// request, and an array for each answer would be a heap allocation on the hot path.
+    public struct Actions: Sequence, Sendable, Equatable, ExpressibleByArrayLiteral, CustomStringConvertible {
+        private var first: Action?
+        private var second: Action?
+        private var third: Action?
+
+        public init() {}
+
+        public init(_ first: Action, _ second: Action? = nil, _ third: Action? = nil) {
+            self.first = first
+            self.second = second
+            self.third = third
+        }
+
+        /// For tests and tables; the machine itself uses the initializers above.
+        public init(arrayLiteral elements: Action...) {
+            precondition(elements.count <= 3, "at most three actions")
+            first = elements.first
+            second = elements.count > 1 ? elements[1] : nil
+            third = elements.count > 2 ? elements[2] : nil
+        }
+
+        public var isEmpty: Bool { first == nil }
+
+        public func makeIterator() -> Iterator {
+            Iterator(remaining: self)
+        }
+
+        /// Yields the actions in order.
+        public struct Iterator: IteratorProtocol {
+            var remaining: Actions
+
+            public mutating func next() -> Action? {
+                let next = remaining.first
+                remaining.first = remaining.second
+                remaining.second = remaining.third
+                remaining.third = nil
+                return next
+            }
+        }
+
+        public var description: String { "\(Array(self))" }
+    }
+
     public private(set) var state = State.idle
     /// Redirects followed so far.
     public private(set) var redirectCount = 0
@@ -132,84 +177,84 @@ public struct TaskStateMachine: Sendable {
     public var isFinished: Bool { state == .finished }
 
     /// Feeds one fact; returns what to do, in order.
-    public mutating func handle(_ event: Event) -> [Action] {
+    public mutating func handle(_ event: Event) -> Actions {
         switch (state, event) {
         case (.finished, _):
-            return []
+            return Actions()
 
         case (.idle, .started):
             state = .exchanging
-            return [.startExchange]
+            return Actions(.startExchange)
         case (.idle, .cancelRequested):
             state = .finished
-            return [.finish(.cancelled)]
+            return Actions(.finish(.cancelled))
 
         case (.exchanging, .responseHeadReceived(let facts)):
             return headReceived(facts)
 
         case (.keepingBody, .keptBodyOverflowed):
             state = .receiving
-            return [.deliverResponse, .deliverKeptResponse]
+            return Actions(.deliverResponse, .deliverKeptResponse)
         case (.keepingBody(.redirect(let redirect)), .bodyFinished):
             state = .awaitingRedirectDecision(redirect)
-            return [.askRedirectDelegate(redirect)]
+            return Actions(.askRedirectDelegate(redirect))
         case (.keepingBody(.retry(let delay)), .bodyFinished):
             state = .waitingToRetry
-            return [.scheduleRetry(after: delay)]
+            return Actions(.scheduleRetry(after: delay))
         case (.receiving, .bodyFinished):
             state = .finished
-            return [.finish(.success)]
+            return Actions(.finish(.success))
 
         case (.awaitingRedirectDecision, .redirectDecided(let followed)):
             if followed {
                 redirectCount += 1
                 state = .exchanging
-                return [.startExchange]
+                return Actions(.startExchange)
             }
             state = .finished
-            return [.deliverResponse, .deliverKeptResponse, .finish(.success)]
+            return Actions(.deliverResponse, .deliverKeptResponse, .finish(.success))
         case (.waitingToRetry, .retryTimerFired):
             retryCount += 1
             state = .exchanging
-            return [.startExchange]
+            return Actions(.startExchange)
         case (.awaitingRedirectDecision, .cancelRequested), (.waitingToRetry, .cancelRequested):
             state = .finished
-            return [.finish(.cancelled)]
+            return Actions(.finish(.cancelled))
 
         case (.exchanging, .exchangeFailed), (.keepingBody, .exchangeFailed), (.receiving, .exchangeFailed):
             state = .finished
-            return [.finish(.exchangeFailed)]
+            return Actions(.finish(.exchangeFailed))
         case (.keepingBody, .deliveryFailed), (.receiving, .deliveryFailed):
             state = .finished
-            return [.cancelExchange, .finish(.deliveryFailed)]
+            return Actions(.cancelExchange, .finish(.deliveryFailed))
         case (.exchanging, .cancelRequested), (.keepingBody, .cancelRequested), (.receiving, .cancelRequested):
             // The exchange reports its cancellation as a failure, which finishes the task.
-            return [.cancelExchange]
+            return Actions(.cancelExchange)
 
         default:
-            return []
+            return Actions()
         }
     }
 
     /// A response head: a redirect to follow, a retry to wait for, a failure, or the result.
-    private mutating func headReceived(_ facts: ResponseFacts) -> [Action] {
+    private mutating func headReceived(_ facts: ResponseFacts) -> Actions {
         switch policy.decide(status: facts.status, location: facts.location, requestURL: facts.requestURL, method: facts.method, redirectsSoFar: redirectCount) {
         case .follow(let redirect):
             state = .keepingBody(.redirect(redirect))
-            return [.keepBodyAside]
+            return Actions(.keepBodyAside)
         case .fail(let failure):
             state = .finished
-            return [.cancelExchange, .finish(.redirectFailed(failure))]
+            return Actions(.cancelExchange, .finish(.redirectFailed(failure)))
         case .deliver:
             if let delay = retryPolicy.delay(
                 status: facts.status, retryAfter: facts.retryAfter, method: facts.method,
                 bodyIsReplayable: facts.bodyIsReplayable, attemptsSoFar: retryCount, now: facts.now
             ) {
                 state = .keepingBody(.retry(after: delay))
-                return [.keepBodyAside]
+                return Actions(.keepBodyAside)
             }
             state = .receiving
-            return [.deliverResponse]
+            return Actions(.deliverResponse)
         }
     }
 }

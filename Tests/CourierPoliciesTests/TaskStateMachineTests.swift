@@ -103,7 +103,7 @@ struct TaskStateMachineTests {
         var machine = TaskStateMachine()
         for (index, (event, expected)) in script.steps.enumerated() {
             let actions = machine.handle(event)
-            #expect(actions == expected, "step \(index): \(event)")
+            #expect(Array(actions) == expected, "step \(index): \(event)")
         }
         #expect(machine.state == script.final)
     }
