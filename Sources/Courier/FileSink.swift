@@ -143,7 +143,13 @@ final class FileSink: TaskSink {
                 if !written { state.failed = true }
                 state.spare.append(chunk)
             }
-            guard written else { return }
+            guard written else {
+                // Fail now, not at the next read: reading may be paused waiting for this very
+                // writer, and the rest of the body would only be thrown away.
+                let reason = file.failure ?? "The download could not be written."
+                driver.fail(.courier(.cannotWriteToFile, reason, url: driver.currentURL), with: .deliveryFailed)
+                return
+            }
             bytesWritten += Int64(count)
             reportProgress(Int64(count), driver: driver)
             driver.updateReading()

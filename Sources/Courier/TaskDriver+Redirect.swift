@@ -13,7 +13,10 @@ extension TaskDriver {
             if redirect.bodyChange == .dropAndUseGET { state.bodySource = .request }
             return (state.request, state.response)
         }
-        guard let current, let response else { return }
+        guard let current, let response else {
+            failRedirect(.courier(.badServerResponse, "The redirect has no request or response to follow.", url: originalURL))
+            return
+        }
         let proposed = Self.nextRequest(after: current, redirect)
         logger.debug("redirect", metadata: [
             "task": "\(identifier)", "status": "\(response.statusCode)", "to": "\(redirect.url.absoluteString)",
@@ -66,9 +69,11 @@ extension TaskDriver {
     /// Sends `next` as the following hop.
     private func follow(_ next: URLRequest) {
         let actions = state.withLock { state -> TaskStateMachine.Actions in
-            guard !state.machine.isFinished else { return TaskStateMachine.Actions() }
+            // Once only: a delegate that answers twice changes nothing the second time.
+            guard case .awaitingRedirectDecision = state.machine.state else { return TaskStateMachine.Actions() }
             state.request = next
             state.keptBody = Data()
+            state.response = nil
             return state.machine.handle(.redirectDecided(followed: true))
         }
         guard !actions.isEmpty else { return }

@@ -71,6 +71,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         var readingPaused = false
         /// Whether transactions are recorded: only a task delegate receives metrics.
         var collectsMetrics = false
+        /// Set by `cancel()`: an exchange started after it (between hops) is cancelled at once.
+        var cancelRequested = false
     }
 
     /// Sink backlog above which the connection stops reading.
@@ -127,7 +129,10 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
 
     func cancel() {
         logger.debug("task cancelled", metadata: ["task": "\(identifier)"])
-        run(state.withLock { $0.machine.handle(.cancelRequested) })
+        run(state.withLock { state in
+            state.cancelRequested = true
+            return state.machine.handle(.cancelRequested)
+        })
     }
 
     func setSuspended(_ suspended: Bool) {
@@ -151,8 +156,10 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     /// Tells the exchange to pause or resume when what the task needs changed. The wish is
     /// recorded under the task's lock, so the latest decision is the one that holds.
     func updateReading() {
-        let backlog = sink.backlog
         let exchange = state.withLock { state -> HTTPExchange? in
+            // Read under the task's lock (task → sink is the lock order), so a drain that
+            // happens meanwhile cannot be missed by a pause decided on an older backlog.
+            let backlog = sink.backlog
             let wanted = state.suspended || state.awaitingDisposition || backlog > Self.deliveryHighWatermark
             let resume = !state.suspended && !state.awaitingDisposition && backlog <= Self.deliveryLowWatermark
             guard let exchange = state.exchange else { return nil }
@@ -243,6 +250,9 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             state.decoder = nil
             state.decodedBytes = 0
             if state.readingPaused { exchange.recordPauseWish(true) }
+            // A cancel between hops found no exchange to stop: this one is stopped before it
+            // starts (the transport fails a cancelled exchange at once).
+            if state.cancelRequested { exchange.cancel() }
             return true
         }
         guard proceed else { return }
@@ -329,10 +339,10 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         }
     }
 
-    /// Records why the task failed and feeds the machine the event.
+    /// Records why the task failed and feeds the machine the event. A failure while a finished
+    /// machine still delivers (a refused redirect's response) is kept for that completion.
     func fail(_ error: URLError, with event: TaskStateMachine.Event) {
         let actions = state.withLock { state -> TaskStateMachine.Actions in
-            guard !state.machine.isFinished else { return TaskStateMachine.Actions() }
             if state.failure == nil { state.failure = error }
             return state.machine.handle(event)
         }
@@ -348,7 +358,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             let url = state.request?.url ?? originalURL
             let error: URLError?
             switch ending {
-            case .success: error = decodeFailure
+            case .success: error = decodeFailure ?? state.failure
             case .cancelled: error = state.failure ?? .courier(.cancelled, "cancelled", url: url)
             case .redirectFailed(let failure): error = Self.error(for: failure, url: url)
             case .exchangeFailed, .deliveryFailed: error = state.failure ?? .courier(.unknown, "The task failed.", url: url)
@@ -382,8 +392,6 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         switch failure {
         case .tooManyRedirects(let limit):
             return .courier(.httpTooManyRedirects, "More than \(limit) redirects were followed.", url: url)
-        case .unsupportedScheme(let target):
-            return .courier(.unsupportedURL, "The redirect leads to an unsupported URL: \(target.absoluteString).", url: target)
         case .badLocation(let location):
             return .courier(.badServerResponse, "The redirect's Location is not a URL: \(location).", url: url)
         }
@@ -392,7 +400,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     // MARK: HTTPExchangeDelegate (on an event loop)
 
     func exchange(_ exchange: HTTPExchange, didSendBodyBytes totalBytesSent: Int64) {
-        guard let task else { return }
+        guard let task, state.withLock({ $0.exchange === exchange && !$0.machine.isFinished }) else { return }
         let (previous, expected) = task.storage.withLock { storage -> (Int64, Int64) in
             let previous = storage.countOfBytesSent
             storage.countOfBytesSent = totalBytesSent
@@ -414,7 +422,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             let retryAfter = RetryPolicy.retriedStatuses.contains(head.status) ? head.fields.first("Retry-After") : nil
             return state.machine.handle(.responseHeadReceived(.init(
                 status: head.status, location: location, retryAfter: retryAfter, requestURL: url,
-                method: request.httpMethod ?? "GET", bodyIsReplayable: state.transportRequest?.body.isReplayable ?? true,
+                method: request.httpMethod ?? "GET", bodyIsReplayable: Self.isReplayable(state.bodySource, request),
                 now: retryAfter == nil ? Date(timeIntervalSince1970: 0) : Date()
             )))
         }
@@ -422,6 +430,13 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     }
 
     func exchange(_ exchange: HTTPExchange, didReceiveBodyBytes bytes: UnsafeRawBufferPointer) {
+        if let task {
+            let (received, progress) = task.storage.withLock { storage -> (Int64, Progress?) in
+                storage.countOfBytesReceived += Int64(bytes.count)
+                return (storage.countOfBytesReceived, storage.progress)
+            }
+            progress?.completedUnitCount = received
+        }
         enum Route { case stale, keep, overflow, deliver(ContentDecoder?) }
         let route = state.withLock { state -> Route in
             guard state.exchange === exchange else { return .stale }
@@ -443,13 +458,6 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         case .deliver(let current):
             decoder = current
         }
-        if let task {
-            let received = task.storage.withLock { storage -> Int64 in
-                storage.countOfBytesReceived += Int64(bytes.count)
-                return storage.countOfBytesReceived
-            }
-            task.progressIfCreated?.completedUnitCount = received
-        }
         deliverBody(bytes, from: exchange, decoder: decoder)
     }
 
@@ -457,6 +465,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         let actions = state.withLock { state -> TaskStateMachine.Actions in
             guard state.exchange === exchange else { return TaskStateMachine.Actions() }
             record(metrics, in: &state)
+            state.exchange = nil
             return state.machine.handle(.bodyFinished)
         }
         run(actions)
@@ -471,6 +480,12 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             return state.machine.handle(.exchangeFailed)
         }
         run(actions)
+    }
+
+    /// True when the body can be sent again: none, bytes, or a file (opened anew); not a stream.
+    static func isReplayable(_ source: BodySource, _ request: URLRequest) -> Bool {
+        if case .request = source { return request.httpBody != nil || request.httpBodyStream == nil }
+        return true
     }
 
     /// Adds the transaction of a finished exchange, when a task delegate will see metrics.

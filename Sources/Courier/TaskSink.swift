@@ -145,7 +145,14 @@ final class MemorySink: TaskSink {
 /// A data task's events for its delegates: `didReceive response` (reading waits for the
 /// disposition), `didReceive data` once per read, then metrics and completion.
 final class DelegateDataSink: TaskSink {
+    /// Who hears of the data: resolved once, when the response arrives.
+    private struct Receiver {
+        let delegate: any URLSessionDataDelegate
+        let task: URLSessionDataTask
+    }
+
     private struct Pending {
+        var receiver: Receiver?
         /// Bytes waiting for the next `didReceive data` call, which takes them all.
         var data = Data()
         /// Bytes handed to the delegate queue and not yet delivered.
@@ -159,6 +166,7 @@ final class DelegateDataSink: TaskSink {
 
     func begin(_ response: HTTPURLResponse, driver: TaskDriver) -> URLError? {
         guard let delegate = driver.dataDelegate, let dataTask = driver.task as? URLSessionDataTask else { return nil }
+        pending.withLock { $0.receiver = Receiver(delegate: delegate, task: dataTask) }
         driver.setAwaitingDisposition(true)
         let session = driver.session
         driver.enqueue {
@@ -170,16 +178,21 @@ final class DelegateDataSink: TaskSink {
     }
 
     func receive(_ bytes: UnsafeRawBufferPointer, from exchange: HTTPExchange?, driver: TaskDriver) -> URLError? {
-        guard let delegate = driver.dataDelegate, let dataTask = driver.task as? URLSessionDataTask else { return nil }
         // Bytes join those not yet delivered; the delivery is queued once the loop has
         // finished the current read: one hop to the delegate queue per batch, not per chunk
         // (an HTTP/2 read carries several DATA frames).
-        let startBatch = pending.withLock { pending -> Bool in
+        let outcome = pending.withLock { pending -> (receiver: Receiver, startBatch: Bool, crossedHigh: Bool)? in
+            guard let receiver = pending.receiver else { return nil }
+            let before = pending.queuedBytes
             pending.queuedBytes += bytes.count
             pending.data.append(contentsOf: bytes)
-            return pending.batch.open()
+            let crossedHigh = before <= TaskDriver.deliveryHighWatermark && pending.queuedBytes > TaskDriver.deliveryHighWatermark
+            return (receiver, pending.batch.open(), crossedHigh)
         }
-        driver.updateReading()
+        guard let (receiver, startBatch, crossedHigh) = outcome else { return nil }
+        let delegate = receiver.delegate, dataTask = receiver.task
+        // The backlog matters to reading only when it crosses a watermark.
+        if crossedHigh { driver.updateReading() }
         if startBatch {
             if let exchange {
                 exchange.afterCurrentEvent { [self] in queueDelivery(delegate, dataTask, driver) }
@@ -201,15 +214,19 @@ final class DelegateDataSink: TaskSink {
                 return pending.data
             }
             delegate.urlSession(session, dataTask: dataTask, didReceive: data)
-            pending.withLock { $0.queuedBytes -= data.count }
-            driver.updateReading()
+            let crossedLow = pending.withLock { pending -> Bool in
+                let before = pending.queuedBytes
+                pending.queuedBytes -= data.count
+                return before > TaskDriver.deliveryLowWatermark && pending.queuedBytes <= TaskDriver.deliveryLowWatermark
+            }
+            if crossedLow { driver.updateReading() }
         }
     }
 
     func complete(_ outcome: TaskOutcome, driver: TaskDriver) {
         // Bytes still waiting for the end of the loop's read go first.
-        if let delegate = driver.dataDelegate, let dataTask = driver.task as? URLSessionDataTask {
-            queueDelivery(delegate, dataTask, driver)
+        if let receiver = pending.withLock({ $0.receiver }) {
+            queueDelivery(receiver.delegate, receiver.task, driver)
         }
         let taskDelegate = driver.taskDelegate
         let session = driver.session

@@ -20,9 +20,6 @@ public struct RedirectPolicy: Sendable, Equatable {
         "content-type", "content-length", "content-encoding", "content-language", "content-location", "transfer-encoding",
     ]
 
-    /// URL schemes a redirect may lead to. Anything else fails with an unsupported-URL error.
-    public static let followableSchemes: Set<String> = ["http", "https"]
-
     /// Lower-cased names removed on a hop to another origin, in addition to
     /// ``credentialFieldNames`` (a Courier extension: API keys and similar secrets).
     public var extraCrossOriginFieldNames: Set<String>
@@ -65,8 +62,6 @@ public struct RedirectPolicy: Sendable, Equatable {
     public enum Failure: Error, Sendable, Equatable {
         /// Another redirect after ``maximumRedirects``.
         case tooManyRedirects(limit: Int)
-        /// The Location leads to a scheme Courier does not load.
-        case unsupportedScheme(URL)
         /// The Location cannot be parsed as a URL reference.
         case badLocation(String)
     }
@@ -99,9 +94,11 @@ public struct RedirectPolicy: Sendable, Equatable {
         let trimmed = location.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty else { return .deliver }
         guard redirectsSoFar < Self.maximumRedirects else { return .fail(.tooManyRedirects(limit: Self.maximumRedirects)) }
-        guard let target = Self.resolve(location: trimmed, against: requestURL) else { return .fail(.badLocation(trimmed)) }
-        guard let scheme = target.scheme?.lowercased(), Self.followableSchemes.contains(scheme), target.host?.isEmpty == false else {
-            return .fail(.unsupportedScheme(target))
+        // A Location to a scheme Courier does not load (an app's `myapp://callback`, say) is
+        // still offered to the delegate, as Apple does: OAuth clients refuse it and read the
+        // Location. Followed, it fails when sent, with an unsupported-URL error.
+        guard let target = Self.resolve(location: trimmed, against: requestURL), target.scheme != nil else {
+            return .fail(.badLocation(trimmed))
         }
         let bodyChange = Self.bodyChange(status: status, method: method)
         let crossOrigin = !Self.sameOrigin(requestURL, target)

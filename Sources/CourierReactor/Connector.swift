@@ -97,7 +97,7 @@ public final class Connector {
                 if resolutionStart == nil { resolutionStart = .now }
                 resolver.resolve(host: host, port: port, family: family, on: loop) { [self] result in
                     guard completion != nil else { return }
-                    if resolutionEnd == nil { resolutionEnd = .now }
+                    if resolutionEnd == nil, case .success = result { resolutionEnd = .now }
                     perform(machine.resolved(family, result, now: .now))
                 }
             case .startAttempt(let id, let address):

@@ -240,7 +240,11 @@ final class PoolDriver: Sendable {
                         connectionFailed(id, .connect(.connect(error)))
                         return
                     }
-                    let timings = ConnectTimings(resolutionStart: socket.resolutionStart, resolutionEnd: socket.resolutionEnd, start: connectStart, end: connectStart)
+                    // The connect starts when the name is known (Apple's domainLookupEnd ≤ connectStart).
+                    let timings = ConnectTimings(
+                        resolutionStart: socket.resolutionStart, resolutionEnd: socket.resolutionEnd,
+                        start: socket.resolutionEnd ?? connectStart, end: connectStart
+                    )
                     secure(channel, id: id, timings: timings, deadline: connectStart + environment.connectTimeout)
                 case .failure(let error):
                     connectionFailed(id, .connect(error))

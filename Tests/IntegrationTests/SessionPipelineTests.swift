@@ -156,4 +156,55 @@ struct SessionPipelineTests {
         #expect(!text.contains("secret-cookie-2"))
         #expect(all.allSatisfy { $0.0 < .info }, "a successful request logs nothing at info or above")
     }
+
+    /// Refuses every redirect, remembering the Location it was offered.
+    final class RefusingDelegate: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+        let offered = Mutex<[String]>([])
+        func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+            offered.withLock { $0.append(request.url?.absoluteString ?? "") }
+            completionHandler(nil)
+        }
+    }
+
+    @Test("a redirect to an app's own scheme is offered to the delegate, which refuses it and reads the Location (OAuth)")
+    func customSchemeOffered() async throws {
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.respond(status: 302, reason: "Found", headers: [("Location", "myapp://callback?code=42"), ("Content-Length", "0")])
+        }
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        let delegate = RefusingDelegate()
+        let (_, response) = try await session.data(for: URLRequest(url: server.url("/authorize")), delegate: delegate)
+        let http = try #require(response as? HTTPURLResponse)
+        #expect(http.statusCode == 302)
+        #expect(http.value(forHTTPHeaderField: "Location") == "myapp://callback?code=42")
+        #expect(delegate.offered.withLock { $0 } == ["myapp://callback?code=42"])
+    }
+
+    /// Answers the redirect only after a pause, so a cancel lands between two hops.
+    final class SlowDelegate: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+        func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+            task.cancel()
+            completionHandler(request)
+        }
+    }
+
+    @Test("a cancel while the delegate decides a redirect completes the task with cancelled; the next hop is not sent")
+    func cancelBetweenHops() async throws {
+        let hits = Records()
+        let server = try ScriptedServer { connection in
+            while let request = connection.readRequest(timeout: 2) {
+                hits.all.withLock { $0.append((.info, request.target)) }
+                connection.respond(status: 302, reason: "Found", headers: [("Location", "/next"), ("Content-Length", "0")])
+            }
+        }
+        let session = URLSession(configuration: .ephemeral, delegate: SlowDelegate(), delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let error = await withCheckedContinuation { continuation in
+            session.dataTask(with: server.url("/first")) { _, _, error in continuation.resume(returning: error) }.resume()
+        }
+        #expect(urlErrorCode(error) == .cancelled)
+        #expect(hits.all.withLock { $0.map(\.1) } == ["/first"])
+    }
 }
