@@ -1,28 +1,34 @@
+import CourierReactor
 import CourierTransport
-import Dispatch
 import Foundation
 import Synchronization
 
 /// A download task's body, written to a temporary file off the event loop.
 ///
 /// The loop only copies the bytes of a read into a 256 KiB chunk; a full chunk goes to the
-/// sink's serial writer queue, which writes it and reports progress (`didWriteData`, after the
-/// bytes are on disk). A slow disk therefore stalls no connection: when more than
-/// `TaskDriver.deliveryHighWatermark` bytes wait for the disk, the task stops reading until
-/// the writer catches up. Completion goes through the same queue, so the file is whole and
-/// closed before anyone hears of it.
-final class FileSink: TaskSink {
+/// sink's writer (a serial series of jobs on the blocking pool), which writes it and reports
+/// progress (`didWriteData`, after the bytes are on disk). A slow disk therefore stalls no
+/// connection: when more than 2 MiB wait for the disk, the task stops reading until the writer
+/// is down to 1 MiB. Completion goes through the writer too, so the file is whole and closed
+/// before anyone hears of it.
+final class FileSink: AsyncDelivering {
     enum Receiver: Sendable {
         /// `didFinishDownloadingTo`, then metrics and completion; the file is deleted after.
         case delegate
         /// A completion handler given the file, which is deleted when it returns.
         case handler(@Sendable (URL?, URLResponse?, (any Error)?) -> Void)
         /// An async call; the caller owns the file.
-        case async(AsyncResult)
+        case async
     }
 
-    /// Bytes gathered on the loop before they go to the writer.
-    static let chunkBytes = DownloadFile.bufferSize
+    /// Bytes gathered on the loop before they go to the writer: one write system call and one
+    /// hand-off per 256 KiB.
+    static let chunkBytes = 256 * 1024
+    /// Reading pauses when more than eight chunks (2 MiB) wait for the writer, resumes at four.
+    static let limits = BacklogLimits(high: 8 * chunkBytes, low: 4 * chunkBytes)
+    /// Written chunks kept for reuse (as many as can wait, and two more), so that no chunk is
+    /// allocated anew (a 256 KiB allocation is an mmap and page faults); more are freed.
+    static let spareChunks = 10
 
     /// A chunk's memory, reused: a fresh 256 KiB allocation per chunk would be an mmap, page
     /// faults and an munmap each time.
@@ -61,19 +67,29 @@ final class FileSink: TaskSink {
         var beginning = false
         /// A completion that arrived while the file was being made, run by `begin`.
         var deferredCompletion: (@Sendable () -> Void)?
+        var slot = AsyncSlot()
     }
 
     let receiver: Receiver
     private let state = Mutex(State())
-    private let writer = DispatchQueue(label: "courier.download-writer")
-    /// Body bytes on disk; only the writer queue touches it.
+    /// Writes, progress and completion, in order, on the blocking pool.
+    private let writer = SerialWork()
+    /// Body bytes on disk; only the writer touches it.
     private nonisolated(unsafe) var bytesWritten: Int64 = 0
 
     init(_ receiver: Receiver) {
         self.receiver = receiver
     }
 
-    var backlog: Int { state.withLock { $0.bytesInFlight + ($0.chunk?.count ?? 0) } }
+    func wait(_ continuation: AsyncSlot.Continuation) {
+        if let early = state.withLock({ $0.slot.wait(continuation) }) { continuation.resume(with: early) }
+    }
+
+    /// Bytes given to the writer and not yet on disk (the chunk being filled is not backlog:
+    /// it is bounded by its size).
+    var backlog: Int { state.withLock { $0.bytesInFlight } }
+
+    var backlogLimits: BacklogLimits { Self.limits }
 
     func begin(_ response: HTTPURLResponse, driver: TaskDriver) -> URLError? {
         state.withLock { $0.beginning = true }
@@ -104,7 +120,7 @@ final class FileSink: TaskSink {
     func receive(_ bytes: UnsafeRawBufferPointer, from exchange: HTTPExchange?, driver: TaskDriver) -> URLError? {
         var remaining = bytes
         while !remaining.isEmpty {
-            let full = state.withLock { state -> (DownloadFile, Chunk)? in
+            let full = state.withLock { state -> (DownloadFile, Chunk, crossedHigh: Bool)? in
                 guard !state.failed, let file = state.file else {
                     remaining = UnsafeRawBufferPointer(start: nil, count: 0)
                     return nil
@@ -117,11 +133,13 @@ final class FileSink: TaskSink {
                     return nil
                 }
                 state.chunk = nil
+                let before = state.bytesInFlight
                 state.bytesInFlight += chunk.count
-                return (file, chunk)
+                return (file, chunk, Self.limits.crossedHigh(from: before, to: state.bytesInFlight))
             }
-            if let (file, chunk) = full {
-                driver.updateReading()
+            if let (file, chunk, crossedHigh) = full {
+                // The backlog matters to reading only when it crosses a watermark.
+                if crossedHigh { driver.updateReading() }
                 write(chunk, to: file, driver: driver)
             }
         }
@@ -131,17 +149,19 @@ final class FileSink: TaskSink {
         return nil
     }
 
-    /// Writes a chunk on the writer queue, then reports progress, keeps the chunk for reuse
+    /// Writes a chunk on the writer, then reports progress, keeps the chunk for reuse
     /// and lets reading resume.
     private func write(_ chunk: Chunk, to file: DownloadFile, driver: TaskDriver) {
         writer.async { [self] in
             let count = chunk.count
             let written = file.write(chunk.bytes)
             chunk.count = 0
-            state.withLock { state in
+            let crossedLow = state.withLock { state -> Bool in
+                let before = state.bytesInFlight
                 state.bytesInFlight -= count
                 if !written { state.failed = true }
-                state.spare.append(chunk)
+                if state.spare.count < Self.spareChunks { state.spare.append(chunk) }
+                return Self.limits.crossedLow(from: before, to: state.bytesInFlight)
             }
             guard written else {
                 // Fail now, not at the next read: reading may be paused waiting for this very
@@ -152,7 +172,7 @@ final class FileSink: TaskSink {
             }
             bytesWritten += Int64(count)
             reportProgress(Int64(count), driver: driver)
-            driver.updateReading()
+            if crossedLow { driver.updateReading() }
         }
     }
 
@@ -178,7 +198,7 @@ final class FileSink: TaskSink {
         if !waitsForBegin { finishCompletion(outcome, driver: driver) }
     }
 
-    /// Writes what is left, settles the file and delivers the outcome, through the writer queue.
+    /// Writes what is left, settles the file and delivers the outcome, through the writer.
     private func finishCompletion(_ outcome: TaskOutcome, driver: TaskDriver) {
         let (file, rest) = state.withLock { state -> (DownloadFile?, Chunk?) in
             state.spare = []
@@ -239,14 +259,12 @@ final class FileSink: TaskSink {
                 file?.remove()
                 driver.taskCompleted()
             }
-        case .async(let result):
+        case .async:
             if outcome.metrics != nil { driver.enqueue { driver.reportMetrics(outcome.metrics) } }
-            if let location {
-                // The caller owns a downloaded file from here on.
-                result.resume(AsyncResult.outcome(nil, outcome.response, .file(location), url: driver.originalURL))
-            } else {
-                result.resume(.failure(outcome.error ?? URLError.courier(.badServerResponse, "No response was received.", url: driver.originalURL)))
-            }
+            // The caller owns a downloaded file from here on.
+            let result: AsyncSlot.Outcome = location.map { AsyncSlot.outcome(nil, outcome.response, .file($0), url: driver.originalURL) }
+                ?? .failure(outcome.error ?? URLError.courier(.badServerResponse, "No response was received.", url: driver.originalURL))
+            state.withLock { $0.slot.finish(result) }?.resume(with: result)
             driver.taskCompleted()
         }
     }

@@ -3,7 +3,7 @@ import CourierTransport
 /// The seam between the session layer and whatever carries exchanges. `URLSession` and its
 /// task drivers talk to a `Loader`, never to `HTTPTransport` by name, so another loader (a
 /// background session's out-of-process one, say) can stand behind the same calls.
-protocol Loader: Sendable {
+protocol Loader: AnyObject, Sendable {
     /// Makes an exchange without starting it, so the caller can keep it before any callback
     /// can arrive.
     func makeExchange(_ request: TransportRequest, delegate: HTTPExchangeDelegate) -> HTTPExchange

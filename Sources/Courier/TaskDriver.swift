@@ -29,7 +29,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         /// handler returns; download-completion delegate callbacks are skipped.
         case fileCompletionHandler(@Sendable (URL?, URLResponse?, (any Error)?) -> Void)
         /// Through an async call; data callbacks are skipped.
-        case async(AsyncResult)
+        case async
     }
 
     /// Where the request body comes from.
@@ -75,10 +75,6 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         var cancelRequested = false
     }
 
-    /// Sink backlog above which the connection stops reading.
-    static let deliveryHighWatermark = 4 * 1024 * 1024
-    /// Backlog below which reading resumes.
-    static let deliveryLowWatermark = 1024 * 1024
     /// Largest redirect body kept aside while the delegate decides; a larger one is not
     /// followed but delivered as the response (nothing is lost, memory stays bounded).
     static let maxKeptRedirectBytes = 1024 * 1024
@@ -88,6 +84,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     weak var task: URLSessionTask?
     let session: URLSession
     let sink: TaskSink
+    /// The sink again, for an async task: what its caller awaits.
+    let asyncSink: (any AsyncDelivering)?
     let identifier: Int
     let originalURL: URL?
     let state: Mutex<State>
@@ -100,12 +98,16 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         let machine = TaskStateMachine(policy: session.redirectPolicy, retryPolicy: session.retryPolicy)
         self.state = Mutex(State(machine: machine, request: task.originalRequest, bodySource: body))
         switch (task is URLSessionDownloadTask, delivery) {
-        case (true, .delegate): sink = FileSink(.delegate)
-        case (true, .fileCompletionHandler(let handler)): sink = FileSink(.handler(handler))
-        case (true, .async(let result)): sink = FileSink(.async(result))
-        case (_, .completionHandler(let handler)): sink = MemorySink(.handler(handler))
-        case (false, .async(let result)): sink = MemorySink(.async(result))
-        default: sink = DelegateDataSink()
+        case (true, .delegate): (sink, asyncSink) = (FileSink(.delegate), nil)
+        case (true, .fileCompletionHandler(let handler)): (sink, asyncSink) = (FileSink(.handler(handler)), nil)
+        case (true, .async):
+            let file = FileSink(.async)
+            (sink, asyncSink) = (file, file)
+        case (_, .completionHandler(let handler)): (sink, asyncSink) = (MemorySink(.handler(handler)), nil)
+        case (false, .async):
+            let memory = MemorySink(.async)
+            (sink, asyncSink) = (memory, memory)
+        default: (sink, asyncSink) = (DelegateDataSink(), nil)
         }
     }
 
@@ -160,8 +162,9 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             // Read under the task's lock (task → sink is the lock order), so a drain that
             // happens meanwhile cannot be missed by a pause decided on an older backlog.
             let backlog = sink.backlog
-            let wanted = state.suspended || state.awaitingDisposition || backlog > Self.deliveryHighWatermark
-            let resume = !state.suspended && !state.awaitingDisposition && backlog <= Self.deliveryLowWatermark
+            let limits = sink.backlogLimits
+            let wanted = state.suspended || state.awaitingDisposition || backlog > limits.high
+            let resume = !state.suspended && !state.awaitingDisposition && backlog <= limits.low
             guard let exchange = state.exchange else { return nil }
             if wanted && !state.readingPaused {
                 state.readingPaused = true
@@ -225,7 +228,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             return
         }
         // Timings feed URLSessionTaskMetrics, which only a task delegate receives.
-        let collectsMetrics = taskDelegate != nil
+        let task = self.task
+        let collectsMetrics = Self.taskDelegate(of: task, in: session) != nil
         transportRequest.collectsTimings = collectsMetrics
         if let deadline { transportRequest.deadline = deadline }
         let expectedToSend: Int64
@@ -256,7 +260,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             return true
         }
         guard proceed else { return }
-        if logger.logLevel <= .debug {
+        if session.logsExchanges {
             logger.debug("exchange", metadata: [
                 "task": "\(identifier)", "method": "\(transportRequest.head.method)", "url": "\(request?.url?.absoluteString ?? "")",
                 "headers": "\(LogRedaction.describe(transportRequest.head.fields))",
@@ -283,11 +287,12 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             decoder = ContentDecoder(codings: codings, limits: session.frozenConfiguration.courierContentDecodingLimits)
         }
         state.withLock { $0.decoder = decoder }
-        task?.storage.withLock { storage in
+        let progress = task?.storage.withLock { storage -> Progress? in
             storage.response = response
             storage.countOfBytesExpectedToReceive = response.expectedContentLength
+            return storage.progress
         }
-        task?.progressIfCreated?.totalUnitCount = response.expectedContentLength
+        progress?.totalUnitCount = response.expectedContentLength
         if let error = sink.begin(response, driver: self) {
             fail(error, with: .deliveryFailed)
         }
@@ -353,7 +358,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     private func finish(_ ending: TaskStateMachine.Ending) {
         var decodeFailure: URLError?
         if ending == .success { decodeFailure = finishDecoding() }
-        let taskDelegate = self.taskDelegate
+        let task = self.task
+        let taskDelegate = Self.taskDelegate(of: task, in: session)
         let outcome = state.withLock { state -> TaskOutcome in
             let url = state.request?.url ?? originalURL
             let error: URLError?
@@ -406,7 +412,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             storage.countOfBytesSent = totalBytesSent
             return (previous, storage.countOfBytesExpectedToSend)
         }
-        guard let delegate = taskDelegate else { return }
+        guard let delegate = Self.taskDelegate(of: task, in: session) else { return }
         let session = self.session
         enqueue {
             delegate.urlSession(session, task: task, didSendBodyData: totalBytesSent - previous, totalBytesSent: totalBytesSent, totalBytesExpectedToSend: expected)
@@ -415,14 +421,14 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
 
     func exchange(_ exchange: HTTPExchange, didReceiveHead head: HTTPResponseHead) {
         let actions = state.withLock { state -> TaskStateMachine.Actions in
-            guard state.exchange === exchange, let request = state.request, let url = request.url else { return TaskStateMachine.Actions() }
+            guard state.exchange === exchange, let url = state.request?.url else { return TaskStateMachine.Actions() }
             let response = HTTPURLResponse(url: url, head: head)
             state.response = response
             let location = (300..<400).contains(head.status) ? head.fields.first("Location") : nil
-            let retryAfter = RetryPolicy.retriedStatuses.contains(head.status) ? head.fields.first("Retry-After") : nil
+            let retryAfter = head.status == 429 || head.status == 503 ? head.fields.first("Retry-After") : nil
             return state.machine.handle(.responseHeadReceived(.init(
                 status: head.status, location: location, retryAfter: retryAfter, requestURL: url,
-                method: request.httpMethod ?? "GET", bodyIsReplayable: Self.isReplayable(state.bodySource, request),
+                method: state.request?.httpMethod ?? "GET", bodyIsReplayable: retryAfter == nil || Self.isReplayable(state.bodySource, state.request),
                 now: retryAfter == nil ? Date(timeIntervalSince1970: 0) : Date()
             )))
         }
@@ -483,8 +489,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     }
 
     /// True when the body can be sent again: none, bytes, or a file (opened anew); not a stream.
-    static func isReplayable(_ source: BodySource, _ request: URLRequest) -> Bool {
-        if case .request = source { return request.httpBody != nil || request.httpBodyStream == nil }
+    static func isReplayable(_ source: BodySource, _ request: URLRequest?) -> Bool {
+        if case .request = source, let request { return request.httpBody != nil || request.httpBodyStream == nil }
         return true
     }
 
@@ -528,6 +534,11 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
 
     /// The delegate for task events: the task's own, else the session's.
     var taskDelegate: (any URLSessionTaskDelegate)? {
+        Self.taskDelegate(of: task, in: session)
+    }
+
+    /// The task delegate of a task already at hand (one weak load fewer on the hot path).
+    static func taskDelegate(of task: URLSessionTask?, in session: URLSession) -> (any URLSessionTaskDelegate)? {
         task?.delegate ?? (session.delegate as? URLSessionTaskDelegate)
     }
 
@@ -548,7 +559,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
 
     /// Hands metrics to the task delegate (on the delegate queue).
     func reportMetrics(_ metrics: URLSessionTaskMetrics?) {
-        guard let metrics, let task, let delegate = taskDelegate else { return }
+        guard let metrics, let task, let delegate = Self.taskDelegate(of: task, in: session) else { return }
         delegate.urlSession(session, task: task, didFinishCollecting: metrics)
     }
 

@@ -18,14 +18,32 @@ protocol TaskSink: AnyObject, Sendable {
     /// for bytes kept aside), so deliveries can wait for the end of the loop's read.
     func receive(_ bytes: UnsafeRawBufferPointer, from exchange: HTTPExchange?, driver: TaskDriver) -> URLError?
     /// Bytes handed on and not yet consumed (delegate queue, disk): reading pauses above
-    /// `TaskDriver.deliveryHighWatermark`.
+    /// `backlogLimits.high` and resumes at or below `backlogLimits.low`.
     var backlog: Int { get }
+    /// Where reading pauses and resumes for this sink.
+    var backlogLimits: BacklogLimits { get }
     /// Delivers the outcome in Apple's order and tells the session the task is over.
     func complete(_ outcome: TaskOutcome, driver: TaskDriver)
 }
 
 extension TaskSink {
     var backlog: Int { 0 }
+    var backlogLimits: BacklogLimits { .delivery }
+}
+
+/// The backlog above which a task stops reading, and at or below which it reads again.
+struct BacklogLimits: Sendable {
+    var high: Int
+    var low: Int
+
+    /// For bytes waiting for the delegate queue: 4 MiB and 1 MiB, room for a slow delegate
+    /// without pausing a fast connection at every read.
+    static let delivery = BacklogLimits(high: 4 * 1024 * 1024, low: 1024 * 1024)
+
+    /// True when a backlog that went from `before` to `after` passed the high mark upwards.
+    func crossedHigh(from before: Int, to after: Int) -> Bool { before <= high && after > high }
+    /// True when a backlog that went from `before` to `after` passed the low mark downwards.
+    func crossedLow(from before: Int, to after: Int) -> Bool { before > low && after <= low }
 }
 
 /// How a task ended, as the sinks deliver it.
@@ -42,44 +60,38 @@ enum TaskPayload: Sendable {
 }
 
 /// The continuation of an async call, and the outcome of a task that finished before the
-/// continuation was stored (cancelled before it started).
-final class AsyncResult: Sendable {
+/// continuation was stored (cancelled before it started). Kept inside the sink's own lock.
+struct AsyncSlot {
     typealias Continuation = UnsafeContinuation<(TaskPayload, URLResponse), any Error>
     typealias Outcome = Result<(TaskPayload, URLResponse), any Error>
 
-    private enum Slot {
+    private enum Phase {
         case empty
         case waiting(Continuation)
         case finished(Outcome)
         case delivered
     }
 
-    private let slot = Mutex(Slot.empty)
+    private var phase = Phase.empty
 
-    /// Stores the continuation, or resumes it at once when the outcome is already known.
-    func wait(_ continuation: Continuation) {
-        let early = slot.withLock { slot -> Outcome? in
-            if case .finished(let outcome) = slot {
-                slot = .delivered
-                return outcome
-            }
-            slot = .waiting(continuation)
-            return nil
+    /// Stores the continuation; returns the outcome to resume it with at once, if known.
+    mutating func wait(_ continuation: Continuation) -> Outcome? {
+        if case .finished(let outcome) = phase {
+            phase = .delivered
+            return outcome
         }
-        if let early { continuation.resume(with: early) }
+        phase = .waiting(continuation)
+        return nil
     }
 
-    /// Resumes the continuation with `outcome`, now or when it arrives.
-    func resume(_ outcome: Outcome) {
-        let continuation = slot.withLock { slot -> Continuation? in
-            if case .waiting(let continuation) = slot {
-                slot = .delivered
-                return continuation
-            }
-            slot = .finished(outcome)
-            return nil
+    /// Records the outcome; returns the continuation to resume with it, if one waits.
+    mutating func finish(_ outcome: Outcome) -> Continuation? {
+        if case .waiting(let continuation) = phase {
+            phase = .delivered
+            return continuation
         }
-        continuation?.resume(with: outcome)
+        phase = .finished(outcome)
+        return nil
     }
 
     /// The outcome of a successful load, or its failure.
@@ -92,40 +104,55 @@ final class AsyncResult: Sendable {
     }
 }
 
+/// A sink that can answer an async call (`data(for:)`, `download(for:)`).
+protocol AsyncDelivering: TaskSink {
+    /// Resumes `continuation` with the task's outcome, now or when it is known.
+    func wait(_ continuation: AsyncSlot.Continuation)
+}
+
 /// A data task's body gathered in memory, for a completion handler or an async call.
-final class MemorySink: TaskSink {
+final class MemorySink: AsyncDelivering {
     enum Receiver: Sendable {
         case handler(@Sendable (Data?, URLResponse?, (any Error)?) -> Void)
-        case async(AsyncResult)
+        case async
     }
 
     /// Largest body size reserved up front from a declared Content-Length.
     static let maxReservedBodyBytes = 16 * 1024 * 1024
 
+    private struct Buffer {
+        var body = Data()
+        var slot = AsyncSlot()
+    }
+
     let receiver: Receiver
-    private let body = Mutex(Data())
+    private let buffer = Mutex(Buffer())
 
     init(_ receiver: Receiver) {
         self.receiver = receiver
     }
 
+    func wait(_ continuation: AsyncSlot.Continuation) {
+        if let early = buffer.withLock({ $0.slot.wait(continuation) }) { continuation.resume(with: early) }
+    }
+
     func begin(_ response: HTTPURLResponse, driver: TaskDriver) -> URLError? {
         let length = response.expectedContentLength
         if length > 0 {
-            body.withLock { $0.reserveCapacity(Int(min(length, Int64(Self.maxReservedBodyBytes)))) }
+            buffer.withLock { $0.body.reserveCapacity(Int(min(length, Int64(Self.maxReservedBodyBytes)))) }
         }
         return nil
     }
 
     func receive(_ bytes: UnsafeRawBufferPointer, from exchange: HTTPExchange?, driver: TaskDriver) -> URLError? {
-        body.withLock { $0.append(contentsOf: bytes) }
+        buffer.withLock { $0.body.append(contentsOf: bytes) }
         return nil
     }
 
     func complete(_ outcome: TaskOutcome, driver: TaskDriver) {
-        let data = body.withLock { body -> Data in
-            defer { body = Data() }
-            return body
+        let data = buffer.withLock { buffer -> Data in
+            defer { buffer.body = Data() }
+            return buffer.body
         }
         switch receiver {
         case .handler(let handler):
@@ -134,9 +161,10 @@ final class MemorySink: TaskSink {
                 handler(outcome.error == nil ? data : nil, outcome.response, outcome.error)
                 driver.taskCompleted()
             }
-        case .async(let result):
+        case .async:
             if outcome.metrics != nil { driver.enqueue { driver.reportMetrics(outcome.metrics) } }
-            result.resume(AsyncResult.outcome(outcome.error, outcome.response, .data(data), url: driver.originalURL))
+            let result = AsyncSlot.outcome(outcome.error, outcome.response, .data(data), url: driver.originalURL)
+            buffer.withLock { $0.slot.finish(result) }?.resume(with: result)
             driver.taskCompleted()
         }
     }
@@ -186,7 +214,7 @@ final class DelegateDataSink: TaskSink {
             let before = pending.queuedBytes
             pending.queuedBytes += bytes.count
             pending.data.append(contentsOf: bytes)
-            let crossedHigh = before <= TaskDriver.deliveryHighWatermark && pending.queuedBytes > TaskDriver.deliveryHighWatermark
+            let crossedHigh = BacklogLimits.delivery.crossedHigh(from: before, to: pending.queuedBytes)
             return (receiver, pending.batch.open(), crossedHigh)
         }
         guard let (receiver, startBatch, crossedHigh) = outcome else { return nil }
@@ -217,7 +245,7 @@ final class DelegateDataSink: TaskSink {
             let crossedLow = pending.withLock { pending -> Bool in
                 let before = pending.queuedBytes
                 pending.queuedBytes -= data.count
-                return before > TaskDriver.deliveryLowWatermark && pending.queuedBytes <= TaskDriver.deliveryLowWatermark
+                return BacklogLimits.delivery.crossedLow(from: before, to: pending.queuedBytes)
             }
             if crossedLow { driver.updateReading() }
         }

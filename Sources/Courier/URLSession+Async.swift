@@ -4,8 +4,7 @@ extension URLSession {
     /// Loads a request and returns its body and response. Cancelling the Swift task cancels
     /// the load. `delegate` becomes the task's delegate (redirects, challenges, metrics).
     public func data(for request: URLRequest, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (Data, URLResponse) {
-        let result = AsyncResult()
-        return try await run(makeTask(URLSessionDataTask.self, request, delivery: .async(result)), result, delegate: delegate)
+        try await run(makeTask(URLSessionDataTask.self, request, delivery: .async), delegate: delegate)
     }
 
     /// Loads a URL and returns its body and response.
@@ -15,21 +14,18 @@ extension URLSession {
 
     /// Uploads bytes and returns the response body and response.
     public func upload(for request: URLRequest, from bodyData: Data, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (Data, URLResponse) {
-        let result = AsyncResult()
-        return try await run(makeTask(URLSessionUploadTask.self, request, delivery: .async(result), body: .data(bodyData)), result, delegate: delegate)
+        try await run(makeTask(URLSessionUploadTask.self, request, delivery: .async, body: .data(bodyData)), delegate: delegate)
     }
 
     /// Uploads a file, streamed from disk, and returns the response body and response.
     public func upload(for request: URLRequest, fromFile fileURL: URL, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (Data, URLResponse) {
-        let result = AsyncResult()
-        return try await run(makeTask(URLSessionUploadTask.self, request, delivery: .async(result), body: .file(fileURL)), result, delegate: delegate)
+        try await run(makeTask(URLSessionUploadTask.self, request, delivery: .async, body: .file(fileURL)), delegate: delegate)
     }
 
     /// Downloads a request's body to a temporary file and returns the file and the response.
     /// The file belongs to the caller: move it, or delete it when done.
     public func download(for request: URLRequest, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (URL, URLResponse) {
-        let result = AsyncResult()
-        let (payload, response) = try await load(makeTask(URLSessionDownloadTask.self, request, delivery: .async(result)), result, delegate: delegate)
+        let (payload, response) = try await load(makeTask(URLSessionDownloadTask.self, request, delivery: .async), delegate: delegate)
         guard case .file(let location) = payload else { preconditionFailure("a download task returns a file") }
         return (location, response)
     }
@@ -39,17 +35,21 @@ extension URLSession {
         try await download(for: URLRequest(url: url), delegate: delegate)
     }
 
-    private func run(_ task: URLSessionTask, _ result: AsyncResult, delegate: (any URLSessionTaskDelegate)?) async throws -> (Data, URLResponse) {
-        let (payload, response) = try await load(task, result, delegate: delegate)
+    private func run(_ task: URLSessionTask, delegate: (any URLSessionTaskDelegate)?) async throws -> (Data, URLResponse) {
+        let (payload, response) = try await load(task, delegate: delegate)
         guard case .data(let data) = payload else { preconditionFailure("a data task returns its body") }
         return (data, response)
     }
 
-    private func load(_ task: URLSessionTask, _ result: AsyncResult, delegate: (any URLSessionTaskDelegate)?) async throws -> (TaskPayload, URLResponse) {
+    private func load(_ task: URLSessionTask, delegate: (any URLSessionTaskDelegate)?) async throws -> (TaskPayload, URLResponse) {
+        // An async task's sink is made to answer it (Delivery.async).
+        guard let sink = task.driver.asyncSink else {
+            preconditionFailure("an async task has an async sink")
+        }
         if let delegate { task.delegate = delegate }
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { continuation in
-                result.wait(continuation)
+                sink.wait(continuation)
                 task.resume()
             }
         } onCancel: {

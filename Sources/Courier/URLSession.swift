@@ -41,6 +41,9 @@ open class URLSession: NSObject, @unchecked Sendable {
     let loader: any Loader
     /// The session's logger (label `courier`, or the configuration's own); secrets redacted.
     let logger: Logger
+    /// True when the logger lets `.debug` through: exchanges are then described (their fields
+    /// joined into one line), which is not free.
+    let logsExchanges: Bool
     /// The follow-up rules every task of the session shares, from the configuration.
     let redirectPolicy: RedirectPolicy
     let retryPolicy: RetryPolicy
@@ -85,6 +88,7 @@ open class URLSession: NSObject, @unchecked Sendable {
         transportConfiguration.securityDelegate = security
         self.loader = HTTPTransport(configuration: transportConfiguration)
         self.logger = frozen.courierLogger ?? Logger(label: "courier")
+        self.logsExchanges = logger.logLevel <= .debug
         self.redirectPolicy = RedirectPolicy(extraCrossOriginFieldNames: frozen.courierHeadersStrippedOnCrossOriginRedirect)
         self.retryPolicy = RetryPolicy(maximumDelay: frozen.courierMaximumRetryAfterDelay, maximumAttempts: frozen.courierMaximumRetryAttempts)
         self.registry = Mutex(Registry(delegate: delegate))

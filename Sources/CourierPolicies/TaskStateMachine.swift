@@ -28,10 +28,10 @@ public struct TaskStateMachine: Sendable {
         /// becomes the result after all (a refused redirect). Next: `awaitingRedirectDecision`
         /// or `waitingToRetry` (body complete), `receiving` (body too large to keep: delivered
         /// as the result) or `finished`.
-        case keepingBody(FollowUp)
+        indirect case keepingBody(FollowUp)
         /// The redirect's delegate was asked. Next: `exchanging` (followed) or `finished`
         /// (refused: the redirect response is the result; or cancelled).
-        case awaitingRedirectDecision(RedirectPolicy.Redirect)
+        indirect case awaitingRedirectDecision(RedirectPolicy.Redirect)
         /// Waiting for the retry delay. Next: `exchanging` or `finished` (cancelled).
         case waitingToRetry
         /// The final response is being delivered. Next: `finished`.
@@ -90,7 +90,7 @@ public struct TaskStateMachine: Sendable {
     public enum Ending: Sendable, Equatable {
         case success
         case cancelled
-        case redirectFailed(RedirectPolicy.Failure)
+        indirect case redirectFailed(RedirectPolicy.Failure)
         case exchangeFailed
         case deliveryFailed
     }
@@ -104,7 +104,7 @@ public struct TaskStateMachine: Sendable {
         /// Keep the body bytes of this response aside.
         case keepBodyAside
         /// Ask the delegate whether to follow this redirect.
-        case askRedirectDelegate(RedirectPolicy.Redirect)
+        indirect case askRedirectDelegate(RedirectPolicy.Redirect)
         /// Fire `retryTimerFired` after this many seconds.
         case scheduleRetry(after: Double)
         /// Hand the body kept aside to the sink (after `deliverResponse`).
@@ -177,35 +177,43 @@ public struct TaskStateMachine: Sendable {
     public var isFinished: Bool { state == .finished }
 
     /// Feeds one fact; returns what to do, in order.
+    ///
+    /// Dispatches on the event first and tests the state with `if case`, which never copies the
+    /// state's payload: this runs a few times per request.
     public mutating func handle(_ event: Event) -> Actions {
-        switch (state, event) {
-        case (.finished, _):
-            return Actions()
-
-        case (.idle, .started):
+        if case .finished = state { return Actions() }
+        switch event {
+        case .started:
+            guard case .idle = state else { return Actions() }
             state = .exchanging
             return Actions(.startExchange)
-        case (.idle, .cancelRequested):
-            state = .finished
-            return Actions(.finish(.cancelled))
 
-        case (.exchanging, .responseHeadReceived(let facts)):
+        case .responseHeadReceived(let facts):
+            guard case .exchanging = state else { return Actions() }
             return headReceived(facts)
 
-        case (.keepingBody, .keptBodyOverflowed):
+        case .keptBodyOverflowed:
+            guard case .keepingBody = state else { return Actions() }
             state = .receiving
             return Actions(.deliverResponse, .deliverKeptResponse)
-        case (.keepingBody(.redirect(let redirect)), .bodyFinished):
-            state = .awaitingRedirectDecision(redirect)
-            return Actions(.askRedirectDelegate(redirect))
-        case (.keepingBody(.retry(let delay)), .bodyFinished):
-            state = .waitingToRetry
-            return Actions(.scheduleRetry(after: delay))
-        case (.receiving, .bodyFinished):
-            state = .finished
-            return Actions(.finish(.success))
 
-        case (.awaitingRedirectDecision, .redirectDecided(let followed)):
+        case .bodyFinished:
+            switch state {
+            case .receiving:
+                state = .finished
+                return Actions(.finish(.success))
+            case .keepingBody(.redirect(let redirect)):
+                state = .awaitingRedirectDecision(redirect)
+                return Actions(.askRedirectDelegate(redirect))
+            case .keepingBody(.retry(let delay)):
+                state = .waitingToRetry
+                return Actions(.scheduleRetry(after: delay))
+            default:
+                return Actions()
+            }
+
+        case .redirectDecided(let followed):
+            guard case .awaitingRedirectDecision = state else { return Actions() }
             if followed {
                 redirectCount += 1
                 state = .exchanging
@@ -213,26 +221,42 @@ public struct TaskStateMachine: Sendable {
             }
             state = .finished
             return Actions(.deliverResponse, .deliverKeptResponse, .finish(.success))
-        case (.waitingToRetry, .retryTimerFired):
+
+        case .retryTimerFired:
+            guard case .waitingToRetry = state else { return Actions() }
             retryCount += 1
             state = .exchanging
             return Actions(.startExchange)
-        case (.awaitingRedirectDecision, .cancelRequested), (.waitingToRetry, .cancelRequested):
-            state = .finished
-            return Actions(.finish(.cancelled))
 
-        case (.exchanging, .exchangeFailed), (.keepingBody, .exchangeFailed), (.receiving, .exchangeFailed):
-            state = .finished
-            return Actions(.finish(.exchangeFailed))
-        case (.keepingBody, .deliveryFailed), (.receiving, .deliveryFailed):
-            state = .finished
-            return Actions(.cancelExchange, .finish(.deliveryFailed))
-        case (.exchanging, .cancelRequested), (.keepingBody, .cancelRequested), (.receiving, .cancelRequested):
-            // The exchange reports its cancellation as a failure, which finishes the task.
-            return Actions(.cancelExchange)
+        case .exchangeFailed:
+            switch state {
+            case .exchanging, .keepingBody, .receiving:
+                state = .finished
+                return Actions(.finish(.exchangeFailed))
+            default:
+                return Actions()
+            }
 
-        default:
-            return Actions()
+        case .deliveryFailed:
+            switch state {
+            case .keepingBody, .receiving:
+                state = .finished
+                return Actions(.cancelExchange, .finish(.deliveryFailed))
+            default:
+                return Actions()
+            }
+
+        case .cancelRequested:
+            switch state {
+            case .idle, .awaitingRedirectDecision, .waitingToRetry:
+                state = .finished
+                return Actions(.finish(.cancelled))
+            case .exchanging, .keepingBody, .receiving:
+                // The exchange reports its cancellation as a failure, which finishes the task.
+                return Actions(.cancelExchange)
+            case .finished:
+                return Actions()
+            }
         }
     }
 

@@ -207,4 +207,64 @@ struct SessionPipelineTests {
         #expect(urlErrorCode(error) == .cancelled)
         #expect(hits.all.withLock { $0.map(\.1) } == ["/first"])
     }
+
+    /// Gives a new stream with the same bytes when asked, counting the requests.
+    final class StreamDelegate: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+        let body: Data
+        let asked = Mutex(0)
+        let givesStream: Bool
+        init(body: Data, givesStream: Bool) {
+            self.body = body
+            self.givesStream = givesStream
+        }
+        func urlSession(_ session: URLSession, task: URLSessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void) {
+            asked.withLock { $0 += 1 }
+            completionHandler(givesStream ? InputStream(data: body) : nil)
+        }
+    }
+
+    @Test("a 307 or 308 of a streamed body asks needNewBodyStream and sends the new stream", arguments: [307, 308])
+    func newBodyStream(_ status: Int) async throws {
+        let nginx = try NginxServer.shared()
+        let body = Data(deterministicBytes(count: 100_000, seed: 77))
+        var request = URLRequest(url: nginx.url("/redirect/\(status)"))
+        request.httpMethod = "POST"
+        request.httpBodyStream = InputStream(data: body)
+        let delegate = StreamDelegate(body: body, givesStream: true)
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        let (data, response) = try await session.data(for: request, delegate: delegate)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        let echo = try EchoReply(data)
+        #expect(echo.method == "POST")
+        #expect(echo.bodyLength == body.count)
+        #expect(echo.bodySHA256 == body.sha256Hex)
+        #expect(delegate.asked.withLock { $0 } == 1)
+    }
+
+    @Test("without a new stream the redirect fails with requestBodyStreamExhausted; a 303 needs none")
+    func noNewBodyStream() async throws {
+        let nginx = try NginxServer.shared()
+        let body = Data("streamed".utf8)
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        for delegate in [StreamDelegate(body: body, givesStream: false), nil] {
+            var request = URLRequest(url: nginx.url("/redirect/307"))
+            request.httpMethod = "PUT"
+            request.httpBodyStream = InputStream(data: body)
+            do {
+                _ = try await session.data(for: request, delegate: delegate)
+                Issue.record("expected requestBodyStreamExhausted")
+            } catch let error as URLError {
+                #expect(error.code == .requestBodyStreamExhausted, "\(error.localizedDescription)")
+            }
+        }
+        var seeOther = URLRequest(url: nginx.url("/redirect/303"))
+        seeOther.httpMethod = "POST"
+        seeOther.httpBodyStream = InputStream(data: body)
+        let delegate = StreamDelegate(body: body, givesStream: true)
+        let (data, _) = try await session.data(for: seeOther, delegate: delegate)
+        #expect(try EchoReply(data).method == "GET")
+        #expect(delegate.asked.withLock { $0 } == 0, "a body that is dropped is not asked for")
+    }
 }
