@@ -1,12 +1,12 @@
-import CourierReactor
 import CourierTransport
+import Dispatch
 import Foundation
 import Synchronization
 
 /// A download task's body, written to a temporary file off the event loop.
 ///
 /// The loop only copies the bytes of a read into a 256 KiB chunk; a full chunk goes to the
-/// sink's writer (a serial series of jobs on the blocking pool), which writes it and reports
+/// sink's writer (a serial dispatch queue), which writes it and reports
 /// progress (`didWriteData`, after the bytes are on disk). A slow disk therefore stalls no
 /// connection: when more than 2 MiB wait for the disk, the task stops reading until the writer
 /// is down to 1 MiB. Completion goes through the writer too, so the file is whole and closed
@@ -72,8 +72,10 @@ final class FileSink: AsyncDelivering {
 
     let receiver: Receiver
     private let state = Mutex(State())
-    /// Writes, progress and completion, in order, on the blocking pool.
-    private let writer = SerialWork()
+    /// Writes, progress and completion, in order, off the event loop. A dispatch queue, not
+    /// the blocking pool: the pool's few threads also serve name lookups and body streams,
+    /// which downloads must never hold up.
+    private let writer = DispatchQueue(label: "courier.download-writer")
     /// Body bytes on disk; only the writer touches it.
     private nonisolated(unsafe) var bytesWritten: Int64 = 0
 

@@ -429,7 +429,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             return state.machine.handle(.responseHeadReceived(.init(
                 status: head.status, location: location, retryAfter: retryAfter, requestURL: url,
                 method: state.request?.httpMethod ?? "GET", bodyIsReplayable: retryAfter == nil || Self.isReplayable(state.bodySource, state.request),
-                now: retryAfter == nil ? Date(timeIntervalSince1970: 0) : Date()
+                receivedAt: retryAfter == nil ? Date(timeIntervalSince1970: 0) : Date()
             )))
         }
         run(actions)

@@ -50,17 +50,17 @@ public struct TaskStateMachine: Sendable {
         public var method: String
         /// True when the request body can be sent again (none, bytes or a file).
         public var bodyIsReplayable: Bool
-        /// The wall-clock time, for a `Retry-After` date.
-        public var now: Date
+        /// When the response arrived (wall clock), for a `Retry-After` date.
+        public var receivedAt: Date
 
-        public init(status: Int, location: String? = nil, retryAfter: String? = nil, requestURL: URL, method: String, bodyIsReplayable: Bool = true, now: Date = Date(timeIntervalSince1970: 0)) {
+        public init(status: Int, location: String? = nil, retryAfter: String? = nil, requestURL: URL, method: String, bodyIsReplayable: Bool = true, receivedAt: Date = Date(timeIntervalSince1970: 0)) {
             self.status = status
             self.location = location
             self.retryAfter = retryAfter
             self.requestURL = requestURL
             self.method = method
             self.bodyIsReplayable = bodyIsReplayable
-            self.now = now
+            self.receivedAt = receivedAt
         }
     }
 
@@ -272,7 +272,7 @@ public struct TaskStateMachine: Sendable {
         case .deliver:
             if let delay = retryPolicy.delay(
                 status: facts.status, retryAfter: facts.retryAfter, method: facts.method,
-                bodyIsReplayable: facts.bodyIsReplayable, attemptsSoFar: retryCount, now: facts.now
+                bodyIsReplayable: facts.bodyIsReplayable, attemptsSoFar: retryCount, now: facts.receivedAt
             ) {
                 state = .keepingBody(.retry(after: delay))
                 return Actions(.keepBodyAside)

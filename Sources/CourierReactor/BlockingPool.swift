@@ -1,5 +1,4 @@
 import DequeModule
-import Synchronization
 import Foundation
 
 /// A few threads for work that blocks (name resolution, reading a user's stream or a file),
@@ -53,46 +52,6 @@ public final class BlockingPool: @unchecked Sendable {
             let work = queue.removeFirst()
             condition.unlock()
             work()
-        }
-    }
-}
-
-/// Jobs run one after another, in the order given, on a ``BlockingPool``: the first job to
-/// arrive submits a drain that runs until none is left, so no thread is held while idle and
-/// no second thread ever runs the same series (a download's writes, say).
-public final class SerialWork: Sendable {
-    private struct Queue {
-        var jobs = Deque<@Sendable () -> Void>()
-        var draining = false
-    }
-
-    private let queue = Mutex(Queue())
-    private let pool: BlockingPool
-
-    public init(pool: BlockingPool = .shared) {
-        self.pool = pool
-    }
-
-    /// Runs `job` after every job given before it.
-    public func async(_ job: @escaping @Sendable () -> Void) {
-        let startDrain = queue.withLock { queue -> Bool in
-            queue.jobs.append(job)
-            guard !queue.draining else { return false }
-            queue.draining = true
-            return true
-        }
-        if startDrain { pool.submit { [self] in drain() } }
-    }
-
-    private func drain() {
-        while let job = queue.withLock({ queue -> (@Sendable () -> Void)? in
-            guard !queue.jobs.isEmpty else {
-                queue.draining = false
-                return nil
-            }
-            return queue.jobs.removeFirst()
-        }) {
-            job()
         }
     }
 }

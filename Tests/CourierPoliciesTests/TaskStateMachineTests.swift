@@ -145,7 +145,7 @@ struct TaskStateMachineTests {
     /// every `startExchange` comes from `started` or a followed redirect.
     @Test("random sequences keep the invariants")
     func randomSequences() {
-        var generator = SplitMix64(seed: 0x5EED)
+        var generator = SeededGenerator(state: 0x5EED)
         let events: [Event] = [
             .started, Self.head(200), Self.head(302, "/r"), Self.head(303, "ftp://x/"), .keptBodyOverflowed,
             .bodyFinished, .redirectDecided(followed: true), .redirectDecided(followed: false), .retryTimerFired, Self.head(503, retryAfter: "1"),
@@ -168,18 +168,5 @@ struct TaskStateMachineTests {
             #expect(machine.redirectCount <= RedirectPolicy.maximumRedirects)
             #expect(machine.retryCount <= 3)
         }
-    }
-}
-
-/// A small deterministic generator for the random tests.
-struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

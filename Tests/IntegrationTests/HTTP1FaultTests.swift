@@ -14,17 +14,6 @@ struct HTTP1FaultTests {
         return URLSession(configuration: configuration)
     }
 
-    func expectURLError(_ code: URLError.Code, _ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async {
-        do {
-            try await body()
-            Issue.record("expected URLError \(code)", sourceLocation: sourceLocation)
-        } catch let error as URLError {
-            #expect(error.code == code, "\(error.localizedDescription)", sourceLocation: sourceLocation)
-            #expect(error.failingURL != nil, sourceLocation: sourceLocation)
-        } catch {
-            Issue.record("expected URLError \(code), got \(error)", sourceLocation: sourceLocation)
-        }
-    }
 
     @Test("a body shorter than its Content-Length is networkConnectionLost")
     func truncatedBody() async throws {

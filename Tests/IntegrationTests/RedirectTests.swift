@@ -486,16 +486,3 @@ struct RedirectTests {
         #expect(metrics.transactionMetrics.last?.request.url?.absoluteString == "http://localhost:\(nginx.port)/files/hello.txt")
     }
 }
-
-/// Expects `body` to throw a URLError with `code` and a failing URL.
-func expectURLError(_ code: URLError.Code, _ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async {
-    do {
-        try await body()
-        Issue.record("expected URLError \(code)", sourceLocation: sourceLocation)
-    } catch let error as URLError {
-        #expect(error.code == code, "\(error.localizedDescription)", sourceLocation: sourceLocation)
-        #expect(error.failingURL != nil, sourceLocation: sourceLocation)
-    } catch {
-        Issue.record("expected URLError \(code), got \(error)", sourceLocation: sourceLocation)
-    }
-}

@@ -1,6 +1,7 @@
 import Courier
 import Foundation
 import Synchronization
+import Testing
 import _CourierTestSupport
 
 /// Records delegate callbacks in order, with the thread facts the tests check.
@@ -112,4 +113,17 @@ extension Data {
 /// The X-Connection header nginx adds to every response.
 func nginxConnection(_ response: URLResponse?) -> String? {
     (response as? HTTPURLResponse)?.value(forHTTPHeaderField: "X-Connection")
+}
+
+/// Expects `body` to throw a URLError with `code` and a failing URL.
+func expectURLError(_ code: URLError.Code, _ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async {
+    do {
+        try await body()
+        Issue.record("expected URLError \(code)", sourceLocation: sourceLocation)
+    } catch let error as URLError {
+        #expect(error.code == code, "\(error.localizedDescription)", sourceLocation: sourceLocation)
+        #expect(error.failingURL != nil, sourceLocation: sourceLocation)
+    } catch {
+        Issue.record("expected URLError \(code), got \(error)", sourceLocation: sourceLocation)
+    }
 }

@@ -32,16 +32,6 @@ struct TLSNginxTests {
         nginx = try NginxServer.shared()
     }
 
-    func expectURLError(_ code: URLError.Code, _ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async {
-        do {
-            try await body()
-            Issue.record("expected URLError \(code)", sourceLocation: sourceLocation)
-        } catch let error as URLError {
-            #expect(error.code == code, "\(error.localizedDescription)", sourceLocation: sourceLocation)
-        } catch {
-            Issue.record("expected URLError \(code), got \(error)", sourceLocation: sourceLocation)
-        }
-    }
 
     @Test("https GET succeeds with verification, on 127.0.0.1 and localhost", arguments: ["127.0.0.1", "localhost"])
     func get(_ host: String) async throws {
