@@ -3,14 +3,19 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// A download task's body, written to a temporary file off the event loop.
+/// A download task's body, written to a temporary file; off the event loop as soon as the disk
+/// is slow.
 ///
-/// The loop only copies the bytes of a read into a 256 KiB chunk; a full chunk goes to the
-/// sink's writer (a serial dispatch queue), which writes it and reports
-/// progress (`didWriteData`, after the bytes are on disk). A slow disk therefore stalls no
-/// connection: when more than 2 MiB wait for the disk, the task stops reading until the writer
-/// is down to 1 MiB. Completion goes through the writer too, so the file is whole and closed
-/// before anyone hears of it.
+/// Writing to the page cache is a memory copy: while each write takes less than
+/// `slowWriteThreshold`, the loop writes the bytes of a read itself (through the file's 256 KiB
+/// buffer), which on a busy CPU is what keeps a download as fast as the network (handing every
+/// chunk to another thread cost a third of the throughput with client and loop on one core).
+/// The first write that takes longer moves the download off the loop for good: from then on the
+/// loop only copies a read into a 256 KiB chunk and a full chunk goes to the sink's writer (a
+/// serial dispatch queue). A slow disk therefore stalls its loop at most once, for one write:
+/// when more than 2 MiB wait for the disk, the task stops reading until the writer is down to
+/// 1 MiB. Completion goes through the writer, so the file is whole and closed before anyone
+/// hears of it. `didWriteData` is reported for every 256 KiB written.
 final class FileSink: AsyncDelivering {
     enum Receiver: Sendable {
         /// `didFinishDownloadingTo`, then metrics and completion; the file is deleted after.
@@ -50,8 +55,24 @@ final class FileSink: AsyncDelivering {
         deinit { storage.deallocate() }
     }
 
+    /// Where the writes happen.
+    enum Mode {
+        /// On the event loop, in the read that brought the bytes.
+        case onLoop
+        /// On the writer, after a write on the loop was slow.
+        case offLoop
+    }
+
+    /// A write on the loop that takes longer than this (2 ms: a 256 KiB page-cache write takes
+    /// a tenth of that) moves the download off the loop.
+    static let slowWriteThreshold = Duration.milliseconds(2)
+
     private struct State {
         var file: DownloadFile?
+        var mode = Mode.onLoop
+        /// Body bytes handed to the file, and those not yet reported by `didWriteData`.
+        var bytesWritten: Int64 = 0
+        var unreported: Int64 = 0
         /// The chunk being filled on the loop.
         var chunk: Chunk?
         /// Written chunks, ready to be filled again.
@@ -76,11 +97,12 @@ final class FileSink: AsyncDelivering {
     /// the blocking pool: the pool's few threads also serve name lookups and body streams,
     /// which downloads must never hold up.
     private let writer = DispatchQueue(label: "courier.download-writer")
-    /// Body bytes on disk; only the writer touches it.
-    private nonisolated(unsafe) var bytesWritten: Int64 = 0
+    /// The threshold of this sink (tests lower it to reach the writer).
+    let slowWriteThreshold: Duration
 
-    init(_ receiver: Receiver) {
+    init(_ receiver: Receiver, slowWriteThreshold: Duration = FileSink.slowWriteThreshold) {
         self.receiver = receiver
+        self.slowWriteThreshold = slowWriteThreshold
     }
 
     func wait(_ continuation: AsyncSlot.Continuation) {
@@ -120,6 +142,11 @@ final class FileSink: AsyncDelivering {
     }
 
     func receive(_ bytes: UnsafeRawBufferPointer, from exchange: HTTPExchange?, driver: TaskDriver) -> URLError? {
+        let onLoop = state.withLock { state -> DownloadFile? in
+            guard case .onLoop = state.mode, !state.failed else { return nil }
+            return state.file
+        }
+        if let file = onLoop { return writeOnLoop(bytes, to: file, driver: driver) }
         var remaining = bytes
         while !remaining.isEmpty {
             let full = state.withLock { state -> (DownloadFile, Chunk, crossedHigh: Bool)? in
@@ -151,6 +178,27 @@ final class FileSink: AsyncDelivering {
         return nil
     }
 
+    /// Writes a read's bytes on the loop, timing the write; a slow one moves the download off
+    /// the loop.
+    private func writeOnLoop(_ bytes: UnsafeRawBufferPointer, to file: DownloadFile, driver: TaskDriver) -> URLError? {
+        let started = ContinuousClock.now
+        guard file.write(bytes) else {
+            state.withLock { $0.failed = true }
+            return .courier(.cannotWriteToFile, file.failure ?? "The download could not be written.", url: driver.currentURL)
+        }
+        let slow = ContinuousClock.now - started > slowWriteThreshold
+        let report = state.withLock { state -> (count: Int64, total: Int64)? in
+            if slow { state.mode = .offLoop }
+            state.bytesWritten += Int64(bytes.count)
+            state.unreported += Int64(bytes.count)
+            guard state.unreported >= Int64(Self.chunkBytes) else { return nil }
+            defer { state.unreported = 0 }
+            return (state.unreported, state.bytesWritten)
+        }
+        if let report { reportProgress(report.count, total: report.total, driver: driver) }
+        return nil
+    }
+
     /// Writes a chunk on the writer, then reports progress, keeps the chunk for reuse
     /// and lets reading resume.
     private func write(_ chunk: Chunk, to file: DownloadFile, driver: TaskDriver) {
@@ -172,17 +220,19 @@ final class FileSink: AsyncDelivering {
                 driver.fail(.courier(.cannotWriteToFile, reason, url: driver.currentURL), with: .deliveryFailed)
                 return
             }
-            bytesWritten += Int64(count)
-            reportProgress(Int64(count), driver: driver)
+            let total = state.withLock { state -> Int64 in
+                state.bytesWritten += Int64(count)
+                return state.bytesWritten
+            }
+            reportProgress(Int64(count), total: total, driver: driver)
             if crossedLow { driver.updateReading() }
         }
     }
 
     /// Queues `didWriteData` for a delegate receiver.
-    private func reportProgress(_ count: Int64, driver: TaskDriver) {
+    private func reportProgress(_ count: Int64, total: Int64, driver: TaskDriver) {
         guard case .delegate = receiver, let delegate = driver.downloadDelegate,
               let task = driver.task as? URLSessionDownloadTask else { return }
-        let total = bytesWritten
         let session = driver.session
         driver.enqueue {
             let expected = task.countOfBytesExpectedToReceive
@@ -210,12 +260,18 @@ final class FileSink: AsyncDelivering {
         writer.async { [self] in
             var error = outcome.error
             if let file {
-                if error == nil, let rest, rest.count > 0 {
-                    if file.write(rest.bytes) {
-                        bytesWritten += Int64(rest.count)
-                        reportProgress(Int64(rest.count), driver: driver)
+                if error == nil, let rest, rest.count > 0, file.write(rest.bytes) {
+                    state.withLock { state in
+                        state.bytesWritten += Int64(rest.count)
+                        state.unreported += Int64(rest.count)
                     }
                 }
+                // What the loop wrote since the last report, and the last chunk.
+                let last = state.withLock { state -> (count: Int64, total: Int64) in
+                    defer { state.unreported = 0 }
+                    return (state.unreported, state.bytesWritten)
+                }
+                if error == nil, last.count > 0 { reportProgress(last.count, total: last.total, driver: driver) }
                 error = settle(file, error, url: driver.currentURL)
             }
             deliver(TaskOutcome(error: error, response: outcome.response, metrics: outcome.metrics), file: file, driver: driver)

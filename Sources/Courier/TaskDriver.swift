@@ -97,11 +97,12 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         self.originalURL = task.originalRequest?.url
         let machine = TaskStateMachine(policy: session.redirectPolicy, retryPolicy: session.retryPolicy)
         self.state = Mutex(State(machine: machine, request: task.originalRequest, bodySource: body))
+        let threshold = session.slowDiskWriteThreshold.withLock { $0 }
         switch (task is URLSessionDownloadTask, delivery) {
-        case (true, .delegate): (sink, asyncSink) = (FileSink(.delegate), nil)
-        case (true, .fileCompletionHandler(let handler)): (sink, asyncSink) = (FileSink(.handler(handler)), nil)
+        case (true, .delegate): (sink, asyncSink) = (FileSink(.delegate, slowWriteThreshold: threshold), nil)
+        case (true, .fileCompletionHandler(let handler)): (sink, asyncSink) = (FileSink(.handler(handler), slowWriteThreshold: threshold), nil)
         case (true, .async):
-            let file = FileSink(.async)
+            let file = FileSink(.async, slowWriteThreshold: threshold)
             (sink, asyncSink) = (file, file)
         case (_, .completionHandler(let handler)): (sink, asyncSink) = (MemorySink(.handler(handler)), nil)
         case (false, .async):

@@ -53,6 +53,9 @@ open class URLSession: NSObject, @unchecked Sendable {
     let makeDownloadFile = Mutex<@Sendable () throws -> DownloadFile>({
         try DownloadFile.create(in: FileManager.default.temporaryDirectory)
     })
+    /// How long a download's write on the event loop may take before the download moves to
+    /// its writer thread (FileSink). Tests set it to zero to reach the writer.
+    let slowDiskWriteThreshold = Mutex<Duration>(FileSink.slowWriteThreshold)
     private let isShared: Bool
 
     /// A session with no delegate.

@@ -93,11 +93,22 @@ struct DownloadTests {
         nginx = try NginxServer.shared()
     }
 
-    @Test("the delegate gets progress, then the file, then metrics and completion; the file is deleted after", .exclusiveDownloadFiles, arguments: ["/files/8m.bin", "/chunked/1m.bin"])
-    func delegateDownload(_ path: String) async throws {
+    /// Where a download's writes happen: on the loop while the disk is quick, on the writer once
+    /// it is slow (a zero threshold makes every write look slow).
+    enum Disk: String, CaseIterable, Sendable {
+        case quick, slow
+
+        func apply(to session: URLSession) {
+            if self == .slow { session.slowDiskWriteThreshold.withLock { $0 = .zero } }
+        }
+    }
+
+    @Test("the delegate gets progress, then the file, then metrics and completion; the file is deleted after", .exclusiveDownloadFiles, arguments: ["/files/8m.bin", "/chunked/1m.bin"], Disk.allCases)
+    func delegateDownload(_ path: String, _ disk: Disk) async throws {
         let before = downloadFilesPresent()
         let recorder = DownloadRecorder()
         let session = URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: nil)
+        disk.apply(to: session)
         defer { session.finishTasksAndInvalidate() }
         let task = session.downloadTask(with: nginx.url(path))
         #expect(task.state == .suspended)
@@ -194,9 +205,10 @@ struct DownloadTests {
         #expect(downloadFilesPresent() == before)
     }
 
-    @Test("a file that cannot be written fails the task with .cannotWriteToFile and is deleted (mid-body, or when the last bytes are written at the end)", arguments: ["/files/1m.bin", "/files/hello.txt"])
-    func writeFailure(_ resource: String) async throws {
+    @Test("a file that cannot be written fails the task with .cannotWriteToFile and is deleted (mid-body, or when the last bytes are written at the end)", arguments: ["/files/1m.bin", "/files/hello.txt"], Disk.allCases)
+    func writeFailure(_ resource: String, _ disk: Disk) async throws {
         let session = URLSession(configuration: .ephemeral)
+        disk.apply(to: session)
         defer { session.finishTasksAndInvalidate() }
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("courier-readonly-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
         #expect(FileManager.default.createFile(atPath: path, contents: nil))
