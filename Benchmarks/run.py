@@ -235,18 +235,23 @@ def main():
     preload = {"LD_PRELOAD": os.path.join(BIN, "libMallocCounter.so")}
     wrk_seconds = max(2, W1_REQUESTS // 8000)
     wanted = set(filter(None, options.clients.split(",")))
+    current_round = [0]
 
     def rec(key, client, measure, *arguments, **keywords):
-        """Measures one client unless --clients leaves it out; a Courier measurement is followed
-        by the same one with the --baseline binary."""
-        if not wanted or client in wanted:
-            runner.record((key, client), measure(*arguments, **keywords))
+        """Measures one client unless --clients leaves it out. With --baseline, a Courier
+        measurement is paired with the same one of the baseline binary, in turns: first in one
+        round, second in the next (the client after a 1 GiB write pays for its writeback)."""
+        runs = [(client, keywords)] if not wanted or client in wanted else []
         if client == "Courier" and options.baseline:
-            baseline = dict(keywords, binary_path=options.baseline)
-            runner.record((key, "Courier (baseline)"), measure(*arguments, **baseline))
+            runs.append(("Courier (baseline)", dict(keywords, binary_path=options.baseline)))
+            if current_round[0] % 2 == 1:
+                runs.reverse()
+        for name, arguments_by_name in runs:
+            runner.record((key, name), measure(*arguments, **arguments_by_name))
 
     try:
         for round_number in range(options.rounds):
+            current_round[0] = round_number
             print(f"round {round_number + 1}/{options.rounds}", flush=True)
             if "W1" in only:
                 for variant, url in [("h1", base["h1"] + "/100.bin"), ("tls-h1", base["tls-h1"] + "/100.bin"),

@@ -7,7 +7,7 @@ import Synchronization
 /// is slow.
 ///
 /// Writing to the page cache is a memory copy: while each write takes less than
-/// `slowWriteThreshold`, the loop writes the bytes of a read itself (through the file's 256 KiB
+/// `slowWriteThreshold` (10 ms), the loop writes the bytes of a read itself (through the file's 256 KiB
 /// buffer), which on a busy CPU is what keeps a download as fast as the network (handing every
 /// chunk to another thread cost a third of the throughput with client and loop on one core).
 /// The first write that takes longer moves the download off the loop for good: from then on the
@@ -63,9 +63,12 @@ final class FileSink: AsyncDelivering {
         case offLoop
     }
 
-    /// A write on the loop that takes longer than this (2 ms: a 256 KiB page-cache write takes
-    /// a tenth of that) moves the download off the loop.
-    static let slowWriteThreshold = Duration.milliseconds(2)
+    /// A write on the loop that takes longer than this moves the download off the loop. 10 ms:
+    /// a 256 KiB page-cache write takes about a hundredth of that, and a file system's journal
+    /// commit or the writeback of an earlier file can hold one write for a few milliseconds
+    /// without the disk being slow; a slow disk (a USB stick, a network file system) passes it
+    /// at once.
+    static let slowWriteThreshold = Duration.milliseconds(10)
 
     private struct State {
         var file: DownloadFile?
@@ -186,7 +189,11 @@ final class FileSink: AsyncDelivering {
             state.withLock { $0.failed = true }
             return .courier(.cannotWriteToFile, file.failure ?? "The download could not be written.", url: driver.currentURL)
         }
-        let slow = ContinuousClock.now - started > slowWriteThreshold
+        let took = ContinuousClock.now - started
+        let slow = took > slowWriteThreshold
+        if slow {
+            driver.logger.debug("download moved off the event loop", metadata: ["task": "\(driver.identifier)", "write": "\(took)"])
+        }
         let report = state.withLock { state -> (count: Int64, total: Int64)? in
             if slow { state.mode = .offLoop }
             state.bytesWritten += Int64(bytes.count)
