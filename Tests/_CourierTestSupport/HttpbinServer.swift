@@ -102,17 +102,8 @@ public func waitForHTTPAnswer(port: Int, path: String, timeout: TimeInterval = 1
 
 /// The first bytes of the answer to `request`, or "" when the connection fails.
 private func httpAnswerPrefix(port: Int, request: [UInt8], deadline: Date) -> String {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return "" }
+    guard let fd = connectToLoopback(port: port) else { return "" }
     defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = UInt16(port).bigEndian
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard connected == 0 else { return "" }
     let sent = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     guard sent == request.count else { return "" }
     var received: [UInt8] = []

@@ -72,19 +72,31 @@ func startServerProcess(_ executable: String, _ arguments: [String], directory: 
 public func waitForListener(port: Int, timeout: TimeInterval = 10) -> Bool {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        if let fd = connectToLoopback(port: port) {
+            close(fd)
+            return true
         }
-        close(fd)
-        if result == 0 { return true }
         usleep(20_000)
     }
     return false
+}
+
+/// A blocking TCP socket connected to 127.0.0.1:`port`, or nil when nothing accepts there.
+public func connectToLoopback(port: Int) -> Int32? {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return nil }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = UInt16(port).bigEndian
+    let result = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard result == 0 else {
+        close(fd)
+        return nil
+    }
+    return fd
 }
 
 /// Processes started by the harness, stopped by PID when the test process exits.
