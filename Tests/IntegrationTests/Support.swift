@@ -127,3 +127,15 @@ func expectURLError(_ code: URLError.Code, _ body: () async throws -> Void, sour
         Issue.record("expected URLError \(code), got \(error)", sourceLocation: sourceLocation)
     }
 }
+
+/// Loads `request` with a completion handler and returns its error and how long the load took,
+/// timed where the completion is delivered (the delegate queue), not where the awaiting test
+/// resumes: a busy test process can keep an awaiting task waiting for a thread for seconds.
+func timedLoad(_ session: URLSession, _ request: URLRequest) async -> (error: (any Error)?, took: Duration) {
+    let start = ContinuousClock.now
+    return await withCheckedContinuation { continuation in
+        session.dataTask(with: request) { _, _, error in
+            continuation.resume(returning: (error, ContinuousClock.now - start))
+        }.resume()
+    }
+}
