@@ -47,17 +47,35 @@ finish() {
 }
 trap finish EXIT
 
-# Swift Testing's per-test result lines, colours removed:
-#   ✔ Test name() passed after 0.001 seconds.
-#   ✔ Test "display name" with 3 test cases passed after 0.2 seconds.
-#   ━ Test name() passed after 0.001 seconds with 1 known issue.
+# Swift Testing's counts, colours removed. The total comes from the run's own closing line
+#   ✔ Test run with 521 tests in 42 suites passed after 14.8 seconds.
+#   ✘ Test run with 521 tests in 42 suites failed after 14.8 seconds with 3 issues.
+# (per-test lines can be garbled when a server child writes into the same output); the
+# failures from the per-test lines
 #   ✘ Test name() failed after 0.001 seconds with 1 issue.
-# Not counted: "Test run with …" (the total), "Suite …", "recorded an issue", "skipped".
+# and at least one when the run says it failed. Passed is the total less the failures.
+swift_run_total() {
+  sed 's/\x1b\[[0-9;]*m//g' "$1" | grep -oE 'Test run with [0-9]+ tests?' | awk '{sum += $4} END {print sum + 0}'
+}
+
+swift_failed_tests() {
+  local log=$1 failed run_failed
+  failed=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E "^[^ ]+ Test .* failed after [0-9.]+ seconds?( with .*)?\.\$" \
+    | grep -cvE '^[^ ]+ Test run with [0-9]+ tests? ' || true)
+  run_failed=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -cE 'Test run with [0-9]+ tests? .* failed after' || true)
+  if [ "$failed" = 0 ] && [ "$run_failed" != 0 ]; then failed=1; fi
+  echo "$failed"
+}
+
 count_swift_tests() {
-  local log=$1 outcome=$2
-  sed 's/\x1b\[[0-9;]*m//g' "$log" \
-    | grep -E "^[^ ]+ Test .* $outcome after [0-9.]+ seconds?( with .*)?\.\$" \
-    | grep -cvE '^[^ ]+ Test run with [0-9]+ tests? ' || true
+  local log=$1 outcome=$2 total failed
+  failed=$(swift_failed_tests "$log")
+  if [ "$outcome" = failed ]; then
+    echo "$failed"
+  else
+    total=$(swift_run_total "$log")
+    echo $((total > failed ? total - failed : 0))
+  fi
 }
 
 # Fuzz/run.sh prints one line per target: "fuzz-<target>: …, exit <status>".
