@@ -109,9 +109,9 @@ let package = Package(
             resources: [.copy("Resources/echo.js")]
         ),
 
-        .testTarget(name: "CourierCoreTests", dependencies: ["CourierCore"]),
-        .testTarget(name: "CourierPoolTests", dependencies: ["CourierPool"]),
-        .testTarget(name: "CourierPoliciesTests", dependencies: ["CourierPolicies", "CourierCore", "CCourierZlib", "CCourierBrotli"]),
+        .testTarget(name: "CourierCoreTests", dependencies: ["CourierCore", "_CourierTestSupport"]),
+        .testTarget(name: "CourierPoolTests", dependencies: ["CourierPool", "_CourierTestSupport"]),
+        .testTarget(name: "CourierPoliciesTests", dependencies: ["CourierPolicies", "CourierCore", "CCourierZlib", "CCourierBrotli", "_CourierTestSupport"]),
         .testTarget(name: "CourierHTTP2Tests", dependencies: ["CourierHTTP2", "CourierCore", "CCourierNghttp2"]),
         .testTarget(name: "CourierTLSTests", dependencies: ["CourierTLS", "CCourierOpenSSL", "_CourierTestSupport", "CourierCore"]),
         .testTarget(

@@ -54,9 +54,6 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
         }
     }
 
-    /// The progress object, when someone asked for it.
-    var progressIfCreated: Progress? { storage.withLock { $0.progress } }
-
     init(session: URLSession, identifier: Int, request: URLRequest?, delivery: TaskDriver.Delivery, body: TaskDriver.BodySource) {
         self.session = session
         self.identifier = identifier

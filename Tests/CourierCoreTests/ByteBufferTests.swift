@@ -1,5 +1,6 @@
 import CourierCore
 import Testing
+import _CourierTestSupport
 
 /// The readable bytes of a buffer, decoded as UTF-8 (every test here writes ASCII).
 private func text(_ buffer: borrowing ByteBuffer) -> String {
@@ -7,19 +8,6 @@ private func text(_ buffer: borrowing ByteBuffer) -> String {
 }
 
 /// A small deterministic generator, so the interleaving test is repeatable.
-private struct SplitMix64 {
-    var state: UInt64
-
-    mutating func next(below bound: Int) -> Int {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        z ^= z >> 31
-        return Int(z % UInt64(bound))
-    }
-}
-
 @Suite("ByteBuffer")
 struct ByteBufferTests {
     // MARK: Empty buffers
@@ -220,14 +208,14 @@ struct ByteBufferTests {
 
     @Test("interleaved writes and reads behave as a FIFO queue of bytes")
     func interleavedWritesAndReads() {
-        var random = SplitMix64(state: 0xC0FFEE)
+        var random = SplitMix64(seed: 0xC0FFEE)
         var buffer = ByteBuffer(capacity: 7)
         var model: [UInt8] = []
         var modelStart = 0
         var next: UInt8 = 0
         for step in 0..<2_000 {
-            if random.next(below: 3) < 2 {
-                let count = random.next(below: 150)
+            if random.below(3) < 2 {
+                let count = random.below(150)
                 var chunk: [UInt8] = []
                 for _ in 0..<count {
                     chunk.append(next)
@@ -241,7 +229,7 @@ struct ByteBufferTests {
                 model.append(contentsOf: chunk)
             } else {
                 let available = model.count - modelStart
-                let count = random.next(below: available + 1)
+                let count = random.below(available + 1)
                 buffer.moveReaderIndex(forwardBy: count)
                 modelStart += count
             }

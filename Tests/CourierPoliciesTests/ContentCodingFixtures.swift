@@ -2,6 +2,7 @@ import CCourierBrotli
 import CCourierZlib
 import CourierPolicies
 import Testing
+import _CourierTestSupport
 
 // Helpers for the content decoder tests: coded inputs made with zlib's and Brotli's encoders, and
 // a runner that feeds a decoder in the three ways every case is fed.
@@ -60,22 +61,9 @@ func brotliCompressed(_ data: [UInt8], quality: Int32 = 5) -> [UInt8] {
     return Array(output[..<size])
 }
 
-/// A small deterministic generator (SplitMix64), so random inputs and piece sizes repeat.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// `count` random bytes, the same for the same seed.
 func randomBytes(_ count: Int, seed: UInt64 = 1) -> [UInt8] {
-    var generator = SeededGenerator(state: seed)
+    var generator = SplitMix64(seed: seed)
     var bytes = [UInt8](repeating: 0, count: count)
     var index = 0
     while index < count {
@@ -119,7 +107,7 @@ enum Feeding: CaseIterable, Sendable, CustomTestStringConvertible {
         case .byteByByte:
             return count == 0 ? [0] : Array(1...count)
         case .randomPieces:
-            var generator = SeededGenerator(state: UInt64(count) &+ 7)
+            var generator = SplitMix64(seed: UInt64(count) &+ 7)
             var cuts: [Int] = []
             var offset = 0
             repeat {

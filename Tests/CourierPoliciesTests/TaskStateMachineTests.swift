@@ -1,6 +1,7 @@
 import CourierPolicies
 import Foundation
 import Testing
+import _CourierTestSupport
 
 @Suite("TaskStateMachine")
 struct TaskStateMachineTests {
@@ -145,7 +146,7 @@ struct TaskStateMachineTests {
     /// every `startExchange` comes from `started` or a followed redirect.
     @Test("random sequences keep the invariants")
     func randomSequences() {
-        var generator = SeededGenerator(state: 0x5EED)
+        var generator = SplitMix64(seed: 0x5EED)
         let events: [Event] = [
             .started, Self.head(200), Self.head(302, "/r"), Self.head(303, "ftp://x/"), .keptBodyOverflowed,
             .bodyFinished, .redirectDecided(followed: true), .redirectDecided(followed: false), .retryTimerFired, Self.head(503, retryAfter: "1"),

@@ -1,28 +1,9 @@
 import CourierPool
 import Testing
+import _CourierTestSupport
 
 // Model-based test: random but plausible event sequences, each action checked against a small
 // model of the world the driver sees. Every sequence is determined by its scenario and seed.
-
-/// SplitMix64: small, seedable, and the same on every platform.
-struct SplitMix64 {
-    var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
-    mutating func inRange(_ range: ClosedRange<Int>) -> Int { range.lowerBound + below(range.count) }
-    mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
-    mutating func pick<T>(_ elements: [T]) -> T { elements[below(elements.count)] }
-}
 
 struct ModelScenario: Sendable, CustomStringConvertible {
     /// Mixed into every seed of the scenario.

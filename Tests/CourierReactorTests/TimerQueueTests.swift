@@ -1,5 +1,6 @@
 import CourierReactor
 import Testing
+import _CourierTestSupport
 
 /// A `TimerQueue` driven by a manual clock: every instant is one fixed base plus whole
 /// milliseconds, so nothing here depends on how fast the machine runs. A class, so the
@@ -235,20 +236,5 @@ final class ManualTimerQueue<Work> {
         }
         #expect(timers.pop(now + 1000) == ordered(model).map(\.sequence))
         #expect(timers.count == 0)
-    }
-}
-
-/// A small deterministic generator for repeatable random tests.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
