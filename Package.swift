@@ -48,6 +48,11 @@ let package = Package(
             pkgConfig: "libbrotlidec",
             providers: [.apt(["libbrotli-dev"])]
         ),
+        .systemLibrary(
+            name: "CCourierSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
 
         // Pure vocabulary: bytes, fields, heads, validation, limits.
         .target(name: "CourierCore"),
@@ -61,8 +66,8 @@ let package = Package(
             dependencies: [.product(name: "DequeModule", package: "swift-collections")]
         ),
 
-        // Pure session policies: the task state machine, redirects, content decoding.
-        .target(name: "CourierPolicies", dependencies: ["CourierCore", "CCourierZlib", "CCourierBrotli"]),
+        // Pure session policies: the task state machine, redirects, authentication, content decoding.
+        .target(name: "CourierPolicies", dependencies: ["CourierCore", "CCourierZlib", "CCourierBrotli", "CCourierOpenSSL"]),
 
         // IO: epoll selector, event loops, timers, sockets, resolver.
         .target(
@@ -87,7 +92,7 @@ let package = Package(
         .target(
             name: "Courier",
             dependencies: [
-                "CCourierLinux", "CourierCore", "CourierHTTP1", "CourierPolicies", "CourierReactor", "CourierTransport", "CourierTLS",
+                "CCourierLinux", "CCourierSQLite", "CourierCore", "CourierHTTP1", "CourierPolicies", "CourierReactor", "CourierTransport", "CourierTLS",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

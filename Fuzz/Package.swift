@@ -53,6 +53,11 @@ let package = Package(
             dependencies: [.product(name: "CourierPolicies", package: courier)],
             path: "Sources/FuzzContentDecoding"
         ),
+        .executableTarget(
+            name: "fuzz-auth-challenge",
+            dependencies: [.product(name: "CourierPolicies", package: courier)],
+            path: "Sources/FuzzAuthChallenge"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

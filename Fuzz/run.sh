@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-all=(http1-response http1-chunked request-encoding url-request http2-frames tls-records redirect-location content-decoding)
+all=(http1-response http1-chunked request-encoding url-request http2-frames tls-records redirect-location content-decoding auth-challenge)
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
 swift build -c release --sanitize=fuzzer --sanitize=address \
@@ -39,7 +39,10 @@ for target in "${targets[@]}"; do
     cp -r "$corpus/." "$run_corpus/"
   fi
   dictionary=()
-  case "$target" in http1-*) dictionary=(-dict=Dictionaries/http1.dict) ;; esac
+  case "$target" in
+    http1-*) dictionary=(-dict=Dictionaries/http1.dict) ;;
+    auth-challenge) dictionary=(-dict=Dictionaries/auth-challenge.dict) ;;
+  esac
   log="Findings/$target/last-run.log"
   set +e
   # Swift's backtracer would swallow the crash; libFuzzer must see it to write the input.

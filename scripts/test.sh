@@ -18,6 +18,9 @@ cd "$(dirname "$0")/.."
 run_dir="$PWD/.test-run/$(date +%s)-$$"
 mkdir -p "$run_dir"
 export COURIER_TEST_RUN_DIR="$run_dir"
+# Stores that persist (credentials, later cookies and the cache) live under the XDG data and
+# cache homes: the tests get their own, never the user's.
+export XDG_DATA_HOME="$run_dir/xdg-data" XDG_CACHE_HOME="$run_dir/xdg-cache"
 passed=0
 failed=0
 

@@ -29,13 +29,16 @@ enum RequestBuilder {
     /// Default `Accept-Encoding`: the content codings the session decodes (ContentDecoder).
     static let acceptEncoding = "gzip, deflate, br"
 
+    /// - Parameter proxy: an HTTP proxy for an `http` URL: the connection goes to the proxy and
+    ///   the request line carries the absolute URL (RFC 9112 §3.2.2). Ignored for `https`.
     static func make(
-        _ request: URLRequest, configuration: URLSessionConfiguration, body source: TaskDriver.BodySource
+        _ request: URLRequest, configuration: URLSessionConfiguration, body source: TaskDriver.BodySource, proxy: Origin? = nil
     ) throws(URLError) -> TransportRequest {
         guard let url = request.url else {
             throw .courier(.unsupportedURL, "The request has no URL.", url: nil)
         }
         let origin = try origin(of: url)
+        let proxy = origin.scheme == .http ? proxy : nil
         let method = HTTPMethod(request.httpMethod ?? "GET")
 
         var fields = HTTPFields()
@@ -60,9 +63,10 @@ enum RequestBuilder {
         }
 
         // The head is validated once, by the transport, before it reaches a pool.
-        let head = HTTPRequestHead(method: method, target: target(of: url), authority: origin.authority, scheme: origin.scheme.rawValue, fields: fields)
+        let requestTarget = proxy == nil ? target(of: url) : "\(origin.scheme.rawValue)://\(origin.authority)\(target(of: url))"
+        let head = HTTPRequestHead(method: method, target: requestTarget, authority: origin.authority, scheme: origin.scheme.rawValue, fields: fields)
         let timeout = request.isTimeoutIntervalSet ? request.timeoutInterval : configuration.timeoutIntervalForRequest
-        var transportRequest = TransportRequest(origin: origin, head: head, body: body, idleTimeout: duration(timeout))
+        var transportRequest = TransportRequest(origin: proxy ?? origin, head: head, body: body, idleTimeout: duration(timeout))
         transportRequest.deadline = .now + duration(configuration.timeoutIntervalForResource)
         return transportRequest
     }

@@ -118,11 +118,17 @@ enum ChallengeRouter {
         }
         let once = Once(answer)
         let sender = ChallengeSender(once)
-        let challenge = URLAuthenticationChallenge(
-            protectionSpace: space, proposedCredential: nil, previousFailureCount: 0,
-            failureResponse: nil, error: nil, sender: sender
-        )
-        let askTask: @Sendable () -> Void = {
+        // Built on the delegate queue (the storage may read its file; never on an event loop).
+        // A connection-level challenge has failed before only if the delegate's answer was
+        // refused, which ends the connection: its count is 0. The proposed credential is the
+        // storage's default for the space, as for any challenge.
+        let makeChallenge: @Sendable () -> URLAuthenticationChallenge = {
+            URLAuthenticationChallenge(
+                protectionSpace: space, proposedCredential: session.frozenConfiguration.urlCredentialStorage?.defaultCredential(for: space),
+                previousFailureCount: 0, failureResponse: nil, error: nil, sender: sender
+            )
+        }
+        let askTask: @Sendable (URLAuthenticationChallenge) -> Void = { challenge in
             guard let task, let taskDelegate else {
                 once(.performDefaultHandling, nil)
                 return
@@ -136,13 +142,43 @@ enum ChallengeRouter {
             }
         }
         session.delegateQueue.addOperation {
+            let challenge = makeChallenge()
             guard let sessionDelegate else {
-                askTask()
+                askTask(challenge)
                 return
             }
             sessionDelegate.urlSession(session, didReceive: challenge) { disposition, credential in
                 if credential === ChallengeDefaults.unhandled {
-                    session.delegateQueue.addOperation(askTask)
+                    session.delegateQueue.addOperation { askTask(challenge) }
+                } else {
+                    once(disposition, credential)
+                }
+            }
+        }
+    }
+}
+
+extension ChallengeRouter {
+    /// Delivers a task-level challenge (HTTP authentication) to the task delegate — the
+    /// task's own, whose default passes it to the session delegate's task-level method — on
+    /// the delegate queue; without one, or when neither implements it, default handling.
+    static func routeToTask(
+        _ space: URLProtectionSpace, session: URLSession, task: URLSessionTask?, proposedCredential: URLCredential?,
+        previousFailureCount: Int, failureResponse: URLResponse?, answer: @escaping Answer
+    ) {
+        guard let task, let taskDelegate = task.delegate ?? (session.delegate as? URLSessionTaskDelegate) else {
+            answer(.performDefaultHandling, nil)
+            return
+        }
+        let once = Once(answer)
+        let challenge = URLAuthenticationChallenge(
+            protectionSpace: space, proposedCredential: proposedCredential, previousFailureCount: previousFailureCount,
+            failureResponse: failureResponse, error: nil, sender: ChallengeSender(once)
+        )
+        session.delegateQueue.addOperation {
+            taskDelegate.urlSession(session, task: task, didReceive: challenge) { disposition, credential in
+                if credential === ChallengeDefaults.unhandled {
+                    once(.performDefaultHandling, nil)
                 } else {
                     once(disposition, credential)
                 }

@@ -73,6 +73,9 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         var collectsMetrics = false
         /// Set by `cancel()`: an exchange started after it (between hops) is cancelled at once.
         var cancelRequested = false
+        /// The HTTP proxy the current exchange goes through; nil: direct.
+        var proxy: Origin?
+        var authentication = AuthenticationState()
     }
 
     /// Largest redirect body kept aside while the delegate decides; a larger one is not
@@ -198,6 +201,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
                 scheduleRetry(after: delay)
             case .askRedirectDelegate(let redirect):
                 askRedirectDelegate(redirect)
+            case .askForCredential:
+                enqueue { [self] in askForCredential() }
             case .deliverKeptResponse:
                 let kept = state.withLock { state -> Data in
                     defer { state.keptBody = Data() }
@@ -220,9 +225,13 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     private func startExchange() {
         let (request, source, deadline) = state.withLock { ($0.request, $0.bodySource, $0.deadline) }
         var transportRequest: TransportRequest
+        let proxy = session.httpProxy.withLock { $0 }
+        var usedProxy: Origin?
         do {
             guard let request else { throw URLError.courier(.unsupportedURL, "The task has no request.", url: nil) }
-            transportRequest = try RequestBuilder.make(request, configuration: session.frozenConfiguration, body: source)
+            transportRequest = try RequestBuilder.make(request, configuration: session.frozenConfiguration, body: source, proxy: proxy)
+            if let proxy, transportRequest.origin == proxy { usedProxy = proxy }
+            addAuthorization(to: &transportRequest, request: request, source: source, proxy: usedProxy)
         } catch {
             state.withLock { $0.failure = error as? URLError ?? .courier(.unknown, "\(error)", url: request?.url) }
             run(state.withLock { $0.machine.handle(.exchangeFailed) })
@@ -250,6 +259,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             state.deadline = transportRequest.deadline
             state.collectsMetrics = collectsMetrics
             state.transportRequest = transportRequest
+            state.proxy = usedProxy
             state.exchange = exchange
             state.response = nil
             state.decoder = nil
@@ -421,18 +431,22 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     }
 
     func exchange(_ exchange: HTTPExchange, didReceiveHead head: HTTPResponseHead) {
+        var confirmed = false
         let actions = state.withLock { state -> TaskStateMachine.Actions in
             guard state.exchange === exchange, let url = state.request?.url else { return TaskStateMachine.Actions() }
             let response = HTTPURLResponse(url: url, head: head)
             state.response = response
             let location = (300..<400).contains(head.status) ? head.fields.first("Location") : nil
             let retryAfter = head.status == 429 || head.status == 503 ? head.fields.first("Retry-After") : nil
+            let challenges = readChallenges(head, viaProxy: state.proxy != nil, in: &state)
+            confirmed = state.authentication.confirmedServer || state.authentication.confirmedProxy
             return state.machine.handle(.responseHeadReceived(.init(
                 status: head.status, location: location, retryAfter: retryAfter, requestURL: url,
                 method: state.request?.httpMethod ?? "GET", bodyIsReplayable: retryAfter == nil || Self.isReplayable(state.bodySource, state.request),
-                receivedAt: retryAfter == nil ? Date(timeIntervalSince1970: 0) : Date()
+                receivedAt: retryAfter == nil ? Date(timeIntervalSince1970: 0) : Date(), challengesAuthentication: challenges
             )))
         }
+        if confirmed { rememberConfirmedCredentials() }
         run(actions)
     }
 

@@ -5,6 +5,8 @@ public let NSURLProtectionSpaceHTTP = "http"
 public let NSURLProtectionSpaceHTTPS = "https"
 public let NSURLProtectionSpaceHTTPProxy = "http"
 public let NSURLProtectionSpaceHTTPSProxy = "https"
+public let NSURLProtectionSpaceFTP = "ftp"
+public let NSURLProtectionSpaceFTPProxy = "ftp"
 public let NSURLProtectionSpaceSOCKSProxy = "SOCKS"
 
 /// Authentication methods.
@@ -63,7 +65,18 @@ open class URLProtectionSpace: NSObject, NSCopying, @unchecked Sendable {
             && authenticationMethod == other.authenticationMethod && proxyType == other.proxyType
     }
 
-    open override var hash: Int { host.hashValue ^ port }
+    /// Combines the fields `isEqual` compares, so that spaces differing only in realm or
+    /// method (the usual case on one host) do not collide as dictionary keys.
+    open override var hash: Int {
+        var hasher = Hasher()
+        hasher.combine(host)
+        hasher.combine(port)
+        hasher.combine(self.protocol)
+        hasher.combine(realm)
+        hasher.combine(authenticationMethod)
+        hasher.combine(proxyType)
+        return hasher.finalize()
+    }
 
     open override var description: String {
         "<URLProtectionSpace \(self.protocol ?? proxyType ?? "?")://\(host):\(port) \(authenticationMethod)>"

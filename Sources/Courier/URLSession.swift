@@ -56,6 +56,14 @@ open class URLSession: NSObject, @unchecked Sendable {
     /// How long a download's write on the event loop may take before the download moves to
     /// its writer thread (FileSink). Tests set it to zero to reach the writer.
     let slowDiskWriteThreshold = Mutex<Duration>(FileSink.slowWriteThreshold)
+    /// Credentials that answered a challenge, sent again before the server asks (Basic in
+    /// the directory that worked, Digest with the next nonce count). One lock of its own,
+    /// taken after a task's (session → task → this) and never around user code.
+    let preemptiveAuthentication = Mutex(PreemptiveAuthentication())
+    /// Sends `http` requests through this HTTP proxy, in absolute form, with the 407 path
+    /// (Proxy-Authenticate, Proxy-Authorization). Internal, for the tests of that path until
+    /// proxies are configurable; nil: direct.
+    let httpProxy = Mutex<Origin?>(nil)
     private let isShared: Bool
 
     /// A session with no delegate.

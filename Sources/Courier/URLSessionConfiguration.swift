@@ -67,6 +67,11 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     open var courierMaximumRetryAfterDelay: TimeInterval = 0
     /// Courier extension: retries one task may make under ``courierMaximumRetryAfterDelay``; 2 by default.
     open var courierMaximumRetryAttempts = 2
+    /// Where the session finds credentials for challenges and keeps the ones that worked:
+    /// ``URLCredentialStorage/shared`` for a default configuration, a new storage in memory for
+    /// each ephemeral one. Nil: no storage. A copy of the configuration (and so a session made
+    /// from it) shares the same storage object.
+    open var urlCredentialStorage: URLCredentialStorage?
     /// Accepted; ignored (HTTP/1.1 pipelining is never used).
     open var httpShouldUsePipelining = false
     /// Accepted; no effect on Linux.
@@ -90,6 +95,13 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
 
     init(kind: Kind) {
         self.kind = kind
+        switch kind {
+        case .default:
+            // Cheap: the shared storage opens its file on first use, not here.
+            urlCredentialStorage = URLCredentialStorage.shared
+        case .ephemeral:
+            urlCredentialStorage = URLCredentialStorage(store: .memory)
+        }
         super.init()
     }
 
@@ -125,6 +137,7 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
         copy.courierLogger = courierLogger
         copy.courierMaximumRetryAfterDelay = courierMaximumRetryAfterDelay
         copy.courierMaximumRetryAttempts = courierMaximumRetryAttempts
+        copy.urlCredentialStorage = urlCredentialStorage
         copy.tlsMinimumSupportedProtocolVersion = tlsMinimumSupportedProtocolVersion
         copy.tlsMaximumSupportedProtocolVersion = tlsMaximumSupportedProtocolVersion
         copy.httpShouldUsePipelining = httpShouldUsePipelining

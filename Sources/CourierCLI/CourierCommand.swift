@@ -51,6 +51,36 @@ struct CourierCommand: AsyncParsableCommand {
     @Flag(name: [.customShort("L"), .customLong("location")], help: "Follow redirects (at most 16, URLSession's limit); without it a redirect is the answer.")
     var location = false
 
+    @Option(name: [.customShort("u"), .customLong("user")], help: "USER:PASSWORD for server authentication (Basic unless --digest or --anyauth); USER alone asks for the password.")
+    var user: String?
+
+    @Flag(name: .customLong("basic"), help: "With -u: send Basic credentials with the first request (the default).")
+    var basic = false
+
+    @Flag(name: .customLong("digest"), help: "With -u: answer a Digest challenge, nothing else.")
+    var digest = false
+
+    @Flag(name: .customLong("anyauth"), help: "With -u: answer the strongest scheme the server offers (Digest over Basic).")
+    var anyAuth = false
+
+    /// The credential of -u and the scheme options; nil without -u.
+    func authentication() throws -> Transfer.Authentication? {
+        let modes = [basic, digest, anyAuth].filter { $0 }.count
+        guard modes <= 1 else { throw ValidationError("--basic, --digest and --anyauth exclude each other") }
+        guard let user else {
+            if modes > 0 { throw ValidationError("--basic, --digest and --anyauth need -u USER:PASSWORD") }
+            return nil
+        }
+        let mode: Transfer.Authentication.Mode = digest ? .digest : anyAuth ? .any : .basic
+        if let colon = user.firstIndex(of: ":") {
+            return Transfer.Authentication(user: String(user[..<colon]), password: String(user[user.index(after: colon)...]), mode: mode)
+        }
+        guard isatty(STDIN_FILENO) == 1, let entered = getpass("Enter host password for user '\(user)':") else {
+            throw ValidationError("-u \(user) has no password, and there is no terminal to ask for it: give -u USER:PASSWORD")
+        }
+        return Transfer.Authentication(user: user, password: String(cString: entered), mode: mode)
+    }
+
     mutating func run() async throws {
         guard let url else {
             try await Demo.run()
@@ -82,6 +112,12 @@ struct CourierCommand: AsyncParsableCommand {
         }
         if let method { request.httpMethod = method }
         if let maxTime { request.timeoutInterval = maxTime }
+        let authentication = try authentication()
+        if let authentication, authentication.mode == .basic {
+            // As curl's --basic: the credential goes with the first request, unasked.
+            let token = Data("\(authentication.user):\(authentication.password)".utf8).base64EncodedString()
+            request.setValue("Basic \(token)", forHTTPHeaderField: "Authorization")
+        }
 
         let sink: OutputSink
         if let output {
@@ -98,7 +134,7 @@ struct CourierCommand: AsyncParsableCommand {
         } else if let caCertificates {
             trust = .anchors(try TrustPolicy.loadPEM(caCertificates))
         }
-        let transfer = Transfer(sink: sink, include: include, verbose: verbose, trust: trust, followsRedirects: location)
+        let transfer = Transfer(sink: sink, include: include, verbose: verbose, trust: trust, followsRedirects: location, authentication: authentication)
         let configuration = URLSessionConfiguration.ephemeral
         if let maxTime { configuration.timeoutIntervalForResource = maxTime }
         let session = URLSession(configuration: configuration, delegate: transfer, delegateQueue: nil)

@@ -33,9 +33,27 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     private let verbose: Bool
     private let trust: TrustPolicy
     private let followsRedirects: Bool
+    private let authentication: Authentication?
     private let state = Mutex<(outcome: Outcome, continuation: CheckedContinuation<Outcome, Never>?)>((Outcome(), nil))
 
-    init(sink: OutputSink, include: Bool, verbose: Bool, trust: TrustPolicy, followsRedirects: Bool) {
+    /// The credential of `-u` and how it is offered.
+    struct Authentication {
+        enum Mode {
+            /// Sent with the first request (`--basic`, the default).
+            case basic
+            /// Only in answer to a Digest challenge (`--digest`).
+            case digest
+            /// In answer to the strongest scheme offered (`--anyauth`).
+            case any
+        }
+
+        var user: String
+        var password: String
+        var mode: Mode
+    }
+
+    init(sink: OutputSink, include: Bool, verbose: Bool, trust: TrustPolicy, followsRedirects: Bool, authentication: Authentication?) {
+        self.authentication = authentication
         self.sink = sink
         self.include = include
         self.verbose = verbose
@@ -80,6 +98,37 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
                 state.withLock { $0.outcome.trustFailure = error?.localizedDescription ?? "not trusted" }
                 completionHandler(.cancelAuthenticationChallenge, nil)
             }
+        }
+    }
+
+    /// A 401: answered once with the -u credential, as curl does (a second 401 is the answer).
+    /// Without -u, default handling (a `user:password@` in the URL).
+    func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        guard let authentication else {
+            completionHandler(.performDefaultHandling, nil)
+            return
+        }
+        let credential = URLCredential(user: authentication.user, password: authentication.password, persistence: .none)
+        let method = challenge.protectionSpace.authenticationMethod
+        if verbose {
+            FileHandle.standardError.write(Data("* Server asks for \(method == NSURLAuthenticationMethodHTTPDigest ? "Digest" : "Basic") authentication, realm '\(challenge.protectionSpace.realm ?? "")'\n".utf8))
+        }
+        guard challenge.previousFailureCount == 0 else {
+            completionHandler(.useCredential, nil)
+            return
+        }
+        switch authentication.mode {
+        case .basic:
+            // The credential already went with the request.
+            completionHandler(.useCredential, nil)
+        case .digest:
+            if method == NSURLAuthenticationMethodHTTPDigest {
+                completionHandler(.useCredential, credential)
+            } else {
+                completionHandler(.rejectProtectionSpace, nil)
+            }
+        case .any:
+            completionHandler(.useCredential, credential)
         }
     }
 

@@ -15,6 +15,8 @@ public struct TaskStateMachine: Sendable {
         case redirect(RedirectPolicy.Redirect)
         /// The same request again after this many seconds (``RetryPolicy``).
         case retry(after: Double)
+        /// The same request again with a credential, once the delegate gives one (a 401/407).
+        case authenticate
     }
 
     /// Where the task is.
@@ -25,8 +27,8 @@ public struct TaskStateMachine: Sendable {
         /// `receiving`, `keepingBody` or `finished`.
         case exchanging
         /// A response that leads to another exchange arrived; its body is kept in case it
-        /// becomes the result after all (a refused redirect). Next: `awaitingRedirectDecision`
-        /// or `waitingToRetry` (body complete), `receiving` (body too large to keep: delivered
+        /// becomes the result after all (a refused redirect, an unanswered challenge). Next:
+        /// `awaitingRedirectDecision`, `waitingToRetry` or `awaitingCredential` (body complete), `receiving` (body too large to keep: delivered
         /// as the result) or `finished`.
         indirect case keepingBody(FollowUp)
         /// The redirect's delegate was asked. Next: `exchanging` (followed) or `finished`
@@ -34,6 +36,9 @@ public struct TaskStateMachine: Sendable {
         indirect case awaitingRedirectDecision(RedirectPolicy.Redirect)
         /// Waiting for the retry delay. Next: `exchanging` or `finished` (cancelled).
         case waitingToRetry
+        /// A challenge was put to the delegate. Next: `exchanging` (a credential to send) or
+        /// `finished` (none: the 401/407 is the result; or cancelled).
+        case awaitingCredential
         /// The final response is being delivered. Next: `finished`.
         case receiving
         /// Completed; nothing more happens.
@@ -52,8 +57,12 @@ public struct TaskStateMachine: Sendable {
         public var bodyIsReplayable: Bool
         /// When the response arrived (wall clock), for a `Retry-After` date.
         public var receivedAt: Date
+        /// The response is a 401/407 with a challenge Courier can answer (the driver reads the
+        /// challenges with ``AuthenticationEngine``).
+        public var challengesAuthentication: Bool
 
-        public init(status: Int, location: String? = nil, retryAfter: String? = nil, requestURL: URL, method: String, bodyIsReplayable: Bool = true, receivedAt: Date = Date(timeIntervalSince1970: 0)) {
+        public init(status: Int, location: String? = nil, retryAfter: String? = nil, requestURL: URL, method: String, bodyIsReplayable: Bool = true, receivedAt: Date = Date(timeIntervalSince1970: 0), challengesAuthentication: Bool = false) {
+            self.challengesAuthentication = challengesAuthentication
             self.status = status
             self.location = location
             self.retryAfter = retryAfter
@@ -78,6 +87,8 @@ public struct TaskStateMachine: Sendable {
         case redirectDecided(followed: Bool)
         /// The retry delay is over.
         case retryTimerFired
+        /// The challenge was answered: `retry` when a credential will be sent.
+        case credentialDecided(retry: Bool)
         /// The current exchange failed (the transport's error is the driver's to keep).
         case exchangeFailed
         /// Delivering the body failed (decoding, writing the file); the exchange is still open.
@@ -107,6 +118,8 @@ public struct TaskStateMachine: Sendable {
         indirect case askRedirectDelegate(RedirectPolicy.Redirect)
         /// Fire `retryTimerFired` after this many seconds.
         case scheduleRetry(after: Double)
+        /// Put the response's challenge to the delegate (or answer it from what is known).
+        case askForCredential
         /// Hand the body kept aside to the sink (after `deliverResponse`).
         case deliverKeptResponse
         /// Stop the current exchange.
@@ -165,6 +178,8 @@ public struct TaskStateMachine: Sendable {
     public private(set) var redirectCount = 0
     /// Retries made so far.
     public private(set) var retryCount = 0
+    /// Challenges answered with a credential so far.
+    public private(set) var authenticationCount = 0
     public let policy: RedirectPolicy
     public let retryPolicy: RetryPolicy
 
@@ -208,6 +223,9 @@ public struct TaskStateMachine: Sendable {
             case .keepingBody(.retry(let delay)):
                 state = .waitingToRetry
                 return Actions(.scheduleRetry(after: delay))
+            case .keepingBody(.authenticate):
+                state = .awaitingCredential
+                return Actions(.askForCredential)
             default:
                 return Actions()
             }
@@ -216,6 +234,16 @@ public struct TaskStateMachine: Sendable {
             guard case .awaitingRedirectDecision = state else { return Actions() }
             if followed {
                 redirectCount += 1
+                state = .exchanging
+                return Actions(.startExchange)
+            }
+            state = .finished
+            return Actions(.deliverResponse, .deliverKeptResponse, .finish(.success))
+
+        case .credentialDecided(let retry):
+            guard case .awaitingCredential = state else { return Actions() }
+            if retry {
+                authenticationCount += 1
                 state = .exchanging
                 return Actions(.startExchange)
             }
@@ -248,7 +276,7 @@ public struct TaskStateMachine: Sendable {
 
         case .cancelRequested:
             switch state {
-            case .idle, .awaitingRedirectDecision, .waitingToRetry:
+            case .idle, .awaitingRedirectDecision, .waitingToRetry, .awaitingCredential:
                 state = .finished
                 return Actions(.finish(.cancelled))
             case .exchanging, .keepingBody, .receiving:
@@ -270,6 +298,10 @@ public struct TaskStateMachine: Sendable {
             state = .finished
             return Actions(.cancelExchange, .finish(.redirectFailed(failure)))
         case .deliver:
+            if facts.challengesAuthentication && authenticationCount < AuthenticationEngine.maximumChallengesPerTask {
+                state = .keepingBody(.authenticate)
+                return Actions(.keepBodyAside)
+            }
             if let delay = retryPolicy.delay(
                 status: facts.status, retryAfter: facts.retryAfter, method: facts.method,
                 bodyIsReplayable: facts.bodyIsReplayable, attemptsSoFar: retryCount, now: facts.receivedAt

@@ -170,4 +170,196 @@ struct TaskStateMachineTests {
             #expect(machine.retryCount <= 3)
         }
     }
+
+    // MARK: Authentication
+
+    /// A 401 (or 407) head with a challenge the driver can answer.
+    static func challenge(_ status: Int = 401) -> Event {
+        .responseHeadReceived(.init(status: status, requestURL: url, method: "GET", challengesAuthentication: true))
+    }
+
+    static let authenticationScripts: [Script] = [
+        Script(name: "a challenge answered with a credential", steps: [
+            (.started, [.startExchange]),
+            (challenge(), [.keepBodyAside]),
+            (.bodyFinished, [.askForCredential]),
+            (.credentialDecided(retry: true), [.startExchange]),
+            (head(200), [.deliverResponse]),
+            (.bodyFinished, [.finish(.success)]),
+        ], final: .finished),
+        Script(name: "a proxy challenge answered with a credential", steps: [
+            (.started, [.startExchange]),
+            (challenge(407), [.keepBodyAside]),
+            (.bodyFinished, [.askForCredential]),
+            (.credentialDecided(retry: true), [.startExchange]),
+            (head(200), [.deliverResponse]),
+            (.bodyFinished, [.finish(.success)]),
+        ], final: .finished),
+        Script(name: "no credential delivers the 401 and its body", steps: [
+            (.started, [.startExchange]),
+            (challenge(), [.keepBodyAside]),
+            (.bodyFinished, [.askForCredential]),
+            (.credentialDecided(retry: false), [.deliverResponse, .deliverKeptResponse, .finish(.success)]),
+            (.credentialDecided(retry: true), []),
+            (.bodyFinished, []),
+        ], final: .finished),
+        Script(name: "a wrong credential is challenged again", steps: [
+            (.started, [.startExchange]),
+            (challenge(), [.keepBodyAside]),
+            (.bodyFinished, [.askForCredential]),
+            (.credentialDecided(retry: true), [.startExchange]),
+            (challenge(), [.keepBodyAside]),
+            (.bodyFinished, [.askForCredential]),
+            (.credentialDecided(retry: false), [.deliverResponse, .deliverKeptResponse, .finish(.success)]),
+        ], final: .finished),
+        Script(name: "a redirect, then a challenge", steps: [
+            (.started, [.startExchange]),
+            (head(302, "/login"), [.keepBodyAside]),
+            (.bodyFinished, [.askRedirectDelegate(redirect(to: "/login"))]),
+            (.redirectDecided(followed: true), [.startExchange]),
+            (challenge(), [.keepBodyAside]),
+            (.bodyFinished, [.askForCredential]),
+            (.credentialDecided(retry: true), [.startExchange]),
+            (head(200), [.deliverResponse]),
+            (.bodyFinished, [.finish(.success)]),
+        ], final: .finished),
+        Script(name: "cancel while the credential is asked for", steps: [
+            (.started, [.startExchange]),
+            (challenge(), [.keepBodyAside]),
+            (.bodyFinished, [.askForCredential]),
+            (.cancelRequested, [.finish(.cancelled)]),
+            (.credentialDecided(retry: true), []),
+            (.cancelRequested, []),
+        ], final: .finished),
+        Script(name: "cancel while a challenge's body is kept goes through the exchange", steps: [
+            (.started, [.startExchange]),
+            (challenge(), [.keepBodyAside]),
+            (.cancelRequested, [.cancelExchange]),
+            (.exchangeFailed, [.finish(.exchangeFailed)]),
+            (.credentialDecided(retry: true), []),
+        ], final: .finished),
+        Script(name: "a challenge body too large to keep is delivered", steps: [
+            (.started, [.startExchange]),
+            (challenge(), [.keepBodyAside]),
+            (.keptBodyOverflowed, [.deliverResponse, .deliverKeptResponse]),
+            (.credentialDecided(retry: true), []),
+            (.bodyFinished, [.finish(.success)]),
+        ], final: .finished),
+        Script(name: "an exchange failure while the challenge's body is kept", steps: [
+            (.started, [.startExchange]),
+            (challenge(), [.keepBodyAside]),
+            (.exchangeFailed, [.finish(.exchangeFailed)]),
+        ], final: .finished),
+        Script(name: "a 401 without a challenge Courier can answer is delivered", steps: [
+            (.started, [.startExchange]),
+            (head(401), [.deliverResponse]),
+            (.bodyFinished, [.finish(.success)]),
+        ], final: .finished),
+        Script(name: "a 407 without a challenge Courier can answer is delivered", steps: [
+            (.started, [.startExchange]),
+            (head(407), [.deliverResponse]),
+            (.credentialDecided(retry: true), []),
+            (.bodyFinished, [.finish(.success)]),
+        ], final: .finished),
+        Script(name: "credentialDecided out of place does nothing", steps: [
+            (.credentialDecided(retry: true), []),
+            (.credentialDecided(retry: false), []),
+            (.started, [.startExchange]),
+            (.credentialDecided(retry: true), []),
+            (challenge(), [.keepBodyAside]),
+            (.credentialDecided(retry: true), []),
+            (.credentialDecided(retry: false), []),
+            (.bodyFinished, [.askForCredential]),
+            (.exchangeFailed, []),
+            (.deliveryFailed, []),
+            (.bodyFinished, []),
+            (.keptBodyOverflowed, []),
+            (.redirectDecided(followed: true), []),
+            (.retryTimerFired, []),
+        ], final: .awaitingCredential),
+        Script(name: "credentialDecided while a redirect is decided does nothing", steps: [
+            (.started, [.startExchange]),
+            (head(302, "/next"), [.keepBodyAside]),
+            (.bodyFinished, [.askRedirectDelegate(redirect(to: "/next"))]),
+            (.credentialDecided(retry: true), []),
+            (.redirectDecided(followed: false), [.deliverResponse, .deliverKeptResponse, .finish(.success)]),
+        ], final: .finished),
+    ]
+
+    @Test("authentication scripts", arguments: authenticationScripts)
+    func runAuthentication(_ script: Script) {
+        run(script)
+    }
+
+    @Test("an answered challenge counts; a refused one does not")
+    func authenticationCount() {
+        var machine = TaskStateMachine()
+        #expect(machine.authenticationCount == 0)
+        #expect(machine.handle(.started) == [.startExchange])
+        #expect(machine.handle(Self.challenge()) == [.keepBodyAside])
+        #expect(machine.handle(.bodyFinished) == [.askForCredential])
+        #expect(machine.state == .awaitingCredential)
+        #expect(machine.handle(.credentialDecided(retry: true)) == [.startExchange])
+        #expect(machine.authenticationCount == 1)
+        #expect(machine.state == .exchanging)
+        #expect(machine.redirectCount == 0)
+        #expect(machine.retryCount == 0)
+
+        #expect(machine.handle(Self.challenge(407)) == [.keepBodyAside])
+        #expect(machine.handle(.bodyFinished) == [.askForCredential])
+        #expect(machine.handle(.credentialDecided(retry: false)) == [.deliverResponse, .deliverKeptResponse, .finish(.success)])
+        #expect(machine.authenticationCount == 1)
+    }
+
+    @Test("after maximumChallengesPerTask answered challenges, the next is the result")
+    func authenticationLimit() {
+        let limit = AuthenticationEngine.maximumChallengesPerTask
+        var machine = TaskStateMachine()
+        #expect(machine.handle(.started) == [.startExchange])
+        for attempt in 1...limit {
+            #expect(machine.handle(Self.challenge()) == [.keepBodyAside], "attempt \(attempt)")
+            #expect(machine.handle(.bodyFinished) == [.askForCredential])
+            #expect(machine.handle(.credentialDecided(retry: true)) == [.startExchange])
+            #expect(machine.authenticationCount == attempt)
+        }
+        #expect(machine.handle(Self.challenge()) == [.deliverResponse])
+        #expect(machine.state == .receiving)
+        #expect(machine.handle(.credentialDecided(retry: true)) == [])
+        #expect(machine.handle(.bodyFinished) == [.finish(.success)])
+        #expect(machine.authenticationCount == limit)
+    }
+
+    /// Random sequences with challenges: still one ending at most, nothing after it, every
+    /// `startExchange` from a start, a followed redirect, a retry or a credential, every
+    /// `askForCredential` from a finished body, and never more answered challenges than the limit.
+    @Test("random sequences with challenges keep the invariants")
+    func randomSequencesWithChallenges() {
+        var generator = SplitMix64(seed: 0xA17F)
+        let events: [Event] = [
+            .started, Self.head(200), Self.head(401), Self.challenge(), Self.challenge(407), Self.head(302, "/r"),
+            .keptBodyOverflowed, .bodyFinished, .bodyFinished, .credentialDecided(retry: true), .credentialDecided(retry: true),
+            .credentialDecided(retry: false), .redirectDecided(followed: true), .redirectDecided(followed: false),
+            .exchangeFailed, .deliveryFailed, .cancelRequested,
+        ]
+        for _ in 0..<2000 {
+            var machine = TaskStateMachine()
+            var finishes = 0
+            for _ in 0..<64 {
+                let event = generator.pick(events)
+                let wasFinished = machine.isFinished
+                let actions = machine.handle(event)
+                if wasFinished { #expect(actions.isEmpty) }
+                finishes += actions.filter { if case .finish = $0 { return true } else { return false } }.count
+                if actions.contains(.startExchange) {
+                    #expect(event == .started || event == .redirectDecided(followed: true) || event == .credentialDecided(retry: true))
+                }
+                if actions.contains(.askForCredential) {
+                    #expect(event == .bodyFinished)
+                    #expect(machine.state == .awaitingCredential)
+                }
+            }
+            #expect(finishes <= 1)
+            #expect(machine.authenticationCount <= AuthenticationEngine.maximumChallengesPerTask)
+        }
+    }
 }

@@ -68,6 +68,10 @@ public final class NginxServer: Sendable {
     /// The base URL, e.g. `http://127.0.0.1:PORT`.
     public var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
+    /// The users and passwords `/basic/` (nginx `auth_basic`, realm "Courier nginx") accepts;
+    /// its files are those of `/files/`.
+    public static let basicUsers: [(user: String, password: String)] = [("courier", "open sesame"), ("jürgen", "pässwörd")]
+
     public func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
 
     /// An https URL on one of the TLS hosts, for `host` (127.0.0.1 or localhost).
@@ -183,10 +187,20 @@ public final class NginxServer: Sendable {
             gzip_vary on;
         }
         location /static-gz/ { gzip_static on; }
+        location /basic/ {
+            auth_basic "Courier nginx";
+            auth_basic_user_file \(directory.path)/htpasswd;
+            alias \(www.path)/files/;
+        }
         \(extraServerConfiguration)
         """
         guard (try? locations.write(to: directory.appendingPathComponent("locations.conf"), atomically: true, encoding: .utf8)) != nil else {
             throw TestServerError("cannot write locations.conf")
+        }
+        // The users of /basic/ (auth_basic): ``basicUsers``, in nginx's plain-text form.
+        let htpasswd = Self.basicUsers.map { "\($0.user):{PLAIN}\($0.password)\n" }.joined()
+        guard (try? htpasswd.write(to: directory.appendingPathComponent("htpasswd"), atomically: true, encoding: .utf8)) != nil else {
+            throw TestServerError("cannot write htpasswd")
         }
         let configuration = """
         daemon off;

@@ -1,0 +1,422 @@
+import CourierCore
+import CourierPolicies
+import CourierTransport
+import Foundation
+
+/// HTTP authentication (401 and 407): the challenges of a response are read and ranked by
+/// ``AuthenticationEngine``, put one at a time to the task delegate as a
+/// `URLAuthenticationChallenge`, and answered by sending the request again with the chosen
+/// credential. Credentials that worked are remembered by the session and sent before the
+/// server asks (docs/internals/session.md, "Authentication").
+extension TaskDriver {
+    /// A task's authentication bookkeeping, in its ``State``.
+    struct AuthenticationState {
+        /// The usable challenges of the challenging response, strongest first.
+        var offers: [AuthenticationOffer] = []
+        /// The next of `offers` to put to the delegate (a rejected space moves on).
+        var nextOffer = 0
+        /// The challenging response came from the proxy (407).
+        var challengeIsProxy = false
+        /// The credential the task answered the server's and the proxy's challenge with; sent
+        /// with every following exchange that stays in its protection space.
+        var server: ChosenCredential?
+        var proxy: ChosenCredential?
+        /// What the current exchange carried.
+        var sentServer: SentCredential?
+        var sentProxy: SentCredential?
+        /// Rejections per protection space: the challenge's `previousFailureCount`.
+        var failureCounts: [URLProtectionSpace: Int] = [:]
+        /// Credentials default handling already tried per space (user and password), so that
+        /// it never offers one twice.
+        var triedByDefault: [URLProtectionSpace: Set<String>] = [:]
+        /// A response accepted what the exchange carried: remember it (``rememberConfirmedCredentials``).
+        var confirmedServer = false
+        var confirmedProxy = false
+    }
+
+    /// A credential the task chose for a protection space.
+    struct ChosenCredential {
+        var space: URLProtectionSpace
+        var offer: AuthenticationOffer
+        var credential: URLCredential
+        var user: String
+        var password: String
+        /// Uses of the Digest nonce so far.
+        var nonceCount: UInt32 = 0
+        /// Given by the delegate: stored in the credential storage once it works.
+        var fromDelegate: Bool
+    }
+
+    /// A credential an exchange carried.
+    struct SentCredential {
+        var realm: String?
+        var isDigest: Bool
+        var user: String
+        var password: String
+        var persistence: URLCredential.Persistence
+        /// Chosen by this task (not sent from the session's memory).
+        var chosenByTask: Bool
+    }
+
+    // MARK: On the way out
+
+    /// Adds `Authorization` and `Proxy-Authorization` to the request about to go out: the
+    /// task's chosen credentials while the request stays in their space, else what the
+    /// session remembers (unless the caller set the field itself). Records what was sent.
+    func addAuthorization(to transportRequest: inout TransportRequest, request: URLRequest, source: BodySource, proxy: Origin?) {
+        guard let url = request.url else { return }
+        let rememberedSomething = !session.preemptiveAuthentication.withLock { $0.isEmpty }
+        // The common case, no credential anywhere, costs one look under each lock.
+        let nothingToSend = state.withLock { state -> Bool in
+            state.authentication.sentServer = nil
+            state.authentication.sentProxy = nil
+            return state.authentication.server == nil && state.authentication.proxy == nil && !rememberedSomething
+        }
+        if nothingToSend { return }
+        let method = transportRequest.head.method.rawValue
+        let uri = transportRequest.head.target
+        let body = Self.bodyBytes(source, request)
+        let scheme = url.scheme?.lowercased() ?? "http"
+        var host = url.host(percentEncoded: false) ?? ""
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let port = url.port ?? AuthenticationScope.defaultPort(scheme)
+        var path = url.path(percentEncoded: true)
+        if path.isEmpty { path = "/" }
+        let callerAuthorizes = rememberedSomething && request.value(forHTTPHeaderField: "Authorization") != nil
+
+        state.withLock { state in
+            if let value = chosenAuthorization(&state.authentication.server, scheme: scheme, host: host, port: port, isProxy: false, method: method, uri: uri, body: body) {
+                transportRequest.head.fields.set(name: "Authorization", value: value.header)
+                state.authentication.sentServer = value.sent
+            } else if !callerAuthorizes && rememberedSomething,
+                      let remembered = session.preemptiveAuthentication.withLock({
+                          $0.authorization(scheme: scheme, host: host, port: port, isProxy: false, path: path, method: method, uri: uri, body: body, clientNonce: Self.clientNonce())
+                      }) {
+                transportRequest.head.fields.set(name: "Authorization", value: remembered.value)
+                state.authentication.sentServer = SentCredential(
+                    realm: remembered.entry.realm, isDigest: remembered.entry.method != .basic, user: remembered.entry.user,
+                    password: remembered.entry.password, persistence: .forSession, chosenByTask: false
+                )
+            }
+            // Proxy-Authorization goes to a proxy only, never to an origin.
+            guard let proxy else { return }
+            let proxyPort = Int(proxy.port)
+            if let value = chosenAuthorization(&state.authentication.proxy, scheme: proxy.scheme.rawValue, host: proxy.host, port: proxyPort, isProxy: true, method: method, uri: uri, body: body) {
+                transportRequest.head.fields.set(name: "Proxy-Authorization", value: value.header)
+                state.authentication.sentProxy = value.sent
+            } else if rememberedSomething,
+                      let remembered = session.preemptiveAuthentication.withLock({
+                          $0.authorization(scheme: proxy.scheme.rawValue, host: proxy.host, port: proxyPort, isProxy: true, path: "/", method: method, uri: uri, body: body, clientNonce: Self.clientNonce())
+                      }) {
+                transportRequest.head.fields.set(name: "Proxy-Authorization", value: remembered.value)
+                state.authentication.sentProxy = SentCredential(
+                    realm: remembered.entry.realm, isDigest: remembered.entry.method != .basic, user: remembered.entry.user,
+                    password: remembered.entry.password, persistence: .forSession, chosenByTask: false
+                )
+            }
+        }
+    }
+
+    /// The field value for a chosen credential when the request is in its space.
+    private func chosenAuthorization(
+        _ chosen: inout ChosenCredential?, scheme: String, host: String, port: Int, isProxy: Bool, method: String, uri: String, body: [UInt8]?
+    ) -> (header: String, sent: SentCredential)? {
+        guard var current = chosen, current.space.isProxy() == isProxy,
+              current.space.host.lowercased() == host.lowercased(), current.space.port == port,
+              isProxy || current.space.protocol == scheme else { return nil }
+        let header: String
+        do throws(AuthenticationCredentialError) {
+            switch current.offer {
+            case .basic:
+                header = try HTTPAuthorization.basic(user: current.user, password: current.password)
+            case .digest(let challenge):
+                current.nonceCount &+= 1
+                header = try HTTPAuthorization.digest(
+                    challenge, user: current.user, password: current.password,
+                    request: DigestRequest(method: method, uri: uri, body: body, clientNonce: Self.clientNonce(), nonceCount: current.nonceCount)
+                )
+            }
+        } catch {
+            return nil
+        }
+        chosen = current
+        return (header, SentCredential(
+            realm: current.offer.realm, isDigest: current.offer.isDigest, user: current.user, password: current.password,
+            persistence: current.credential.persistence, chosenByTask: true
+        ))
+    }
+
+    /// The body's bytes for Digest `auth-int`; nil for a file or stream.
+    static func bodyBytes(_ source: BodySource, _ request: URLRequest) -> [UInt8]? {
+        switch source {
+        case .data(let data): return Array(data)
+        case .file: return nil
+        case .request:
+            if let body = request.httpBody { return Array(body) }
+            return request.httpBodyStream == nil ? [] : nil
+        }
+    }
+
+    /// A Digest client nonce: 16 random bytes in hex.
+    static func clientNonce() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(32)
+        for _ in 0..<16 {
+            let byte = UInt8.random(in: 0...255, using: &generator)
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    // MARK: On the way in
+
+    /// Reads the challenges of a response head (under the task's lock): true when it is a
+    /// 401, or a 407 from the proxy the request went through, with a challenge Courier can
+    /// answer. A response that is neither confirms the credentials the exchange carried.
+    func readChallenges(_ head: HTTPResponseHead, viaProxy: Bool, in state: inout State) -> Bool {
+        let isServerChallenge = head.status == 401
+        let isProxyChallenge = head.status == 407 && viaProxy
+        if !isServerChallenge, state.authentication.sentServer?.chosenByTask == true { state.authentication.confirmedServer = true }
+        if !isProxyChallenge, viaProxy, state.authentication.sentProxy?.chosenByTask == true { state.authentication.confirmedProxy = true }
+        guard isServerChallenge || isProxyChallenge else { return false }
+        let (offers, malformed) = AuthenticationEngine.offers(inFields: head.fields.values(isProxyChallenge ? "Proxy-Authenticate" : "WWW-Authenticate"))
+        if !malformed.isEmpty {
+            logger.debug("challenge refused", metadata: ["task": "\(identifier)", "reason": "\(malformed.map(\.description).joined(separator: "; "))"])
+        }
+        state.authentication.offers = offers
+        state.authentication.nextOffer = 0
+        state.authentication.challengeIsProxy = isProxyChallenge
+        return !offers.isEmpty
+    }
+
+    /// Remembers the credentials a successful response confirmed: in the session (sent before
+    /// the server asks, unless the credential's persistence is `.none`) and, when the delegate
+    /// gave them with `.forSession` or `.permanent`, in the credential storage.
+    func rememberConfirmedCredentials() {
+        let confirmed = state.withLock { state -> [(ChosenCredential, URL?)] in
+            var confirmed: [(ChosenCredential, URL?)] = []
+            if state.authentication.confirmedServer, let chosen = state.authentication.server {
+                confirmed.append((chosen, state.request?.url))
+            }
+            if state.authentication.confirmedProxy, let chosen = state.authentication.proxy {
+                confirmed.append((chosen, nil))
+            }
+            state.authentication.confirmedServer = false
+            state.authentication.confirmedProxy = false
+            return confirmed
+        }
+        for (chosen, url) in confirmed {
+            let space = chosen.space
+            if chosen.credential.persistence != .none {
+                let scope: AuthenticationScope?
+                if space.isProxy() {
+                    scope = AuthenticationScope(scheme: "http", host: space.host, port: space.port, isProxy: true, pathPrefixes: [])
+                } else if let url {
+                    scope = AuthenticationScope.covering(url, port: space.port, offer: chosen.offer, isProxy: false)
+                } else {
+                    scope = nil
+                }
+                if let scope {
+                    session.preemptiveAuthentication.withLock {
+                        $0.remember(scope, realm: chosen.offer.realm, offer: chosen.offer, user: chosen.user, password: chosen.password, nonceCount: chosen.nonceCount)
+                    }
+                }
+            }
+            if chosen.fromDelegate, chosen.credential.persistence == .forSession || chosen.credential.persistence == .permanent || chosen.credential.persistence == .synchronizable,
+               let storage = session.frozenConfiguration.urlCredentialStorage {
+                // On the delegate queue: a permanent credential is written to disk, and the
+                // storage's change notification reaches observers, never on an event loop.
+                let credential = chosen.credential
+                enqueue { storage.set(credential, for: space) }
+            }
+        }
+    }
+
+    // MARK: Asking
+
+    /// Puts the next usable challenge of the kept 401/407 to the delegate, or answers it
+    /// without asking (a stale Digest nonce), or gives up when none is left. Runs on the
+    /// delegate queue: the credential storage may read its file, and its change
+    /// notifications reach user code.
+    func askForCredential() {
+        enum Step {
+            case giveUp
+            case resend(ChosenCredential, isProxy: Bool)
+            case ask(URLProtectionSpace, AuthenticationOffer, isProxy: Bool, failures: Int, failed: URLCredential?, response: HTTPURLResponse?)
+        }
+        let step = state.withLock { state -> Step in
+            guard state.machine.state == .awaitingCredential else { return .giveUp }
+            var auth = state.authentication
+            defer { state.authentication = auth }
+            guard auth.nextOffer < auth.offers.count, let url = state.request?.url else { return .giveUp }
+            let offer = auth.offers[auth.nextOffer]
+            auth.nextOffer += 1
+            let isProxy = auth.challengeIsProxy
+            let space: URLProtectionSpace
+            if isProxy {
+                guard let proxy = state.proxy else { return .giveUp }
+                space = URLProtectionSpace(proxyHost: proxy.host, port: Int(proxy.port), type: NSURLProtectionSpaceHTTPProxy, realm: offer.realm, authenticationMethod: Self.method(of: offer))
+            } else {
+                let scheme = url.scheme?.lowercased() ?? "http"
+                var host = url.host(percentEncoded: false) ?? ""
+                if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+                space = URLProtectionSpace(host: host, port: url.port ?? AuthenticationScope.defaultPort(scheme), protocol: scheme, realm: offer.realm, authenticationMethod: Self.method(of: offer))
+            }
+            let sent = isProxy ? auth.sentProxy : auth.sentServer
+            let sentHere = sent.flatMap { $0.realm == offer.realm && $0.isDigest == offer.isDigest ? $0 : nil }
+            if case .digest(let challenge) = offer, challenge.stale, let sentHere {
+                // The credential was right and the nonce old: the same credential again, with
+                // the new nonce, without asking anyone (RFC 7616 §3.3, stale).
+                let credential = URLCredential(user: sentHere.user, password: sentHere.password, persistence: sentHere.persistence)
+                return .resend(ChosenCredential(space: space, offer: offer, credential: credential, user: sentHere.user, password: sentHere.password, fromDelegate: false), isProxy: isProxy)
+            }
+            var failed: URLCredential?
+            if let sentHere {
+                auth.failureCounts[space, default: 0] += 1
+                failed = URLCredential(user: sentHere.user, password: sentHere.password, persistence: sentHere.persistence)
+                if isProxy { auth.proxy = nil } else { auth.server = nil }
+            }
+            return .ask(space, offer, isProxy: isProxy, failures: auth.failureCounts[space] ?? 0, failed: failed, response: state.response)
+        }
+        switch step {
+        case .giveUp:
+            giveUpAuthentication()
+        case .resend(let chosen, let isProxy):
+            logger.debug("stale nonce: the same credential again", metadata: ["task": "\(identifier)", "realm": "\(chosen.offer.realm ?? "")"])
+            useCredential(chosen, isProxy: isProxy)
+        case .ask(let space, let offer, let isProxy, let failures, let failed, let response):
+            if failed != nil {
+                // A remembered credential that stopped working is forgotten by the session.
+                session.preemptiveAuthentication.withLock {
+                    $0.forget(scheme: isProxy ? "http" : space.protocol ?? "http", host: space.host, port: space.port, isProxy: isProxy, realm: space.realm)
+                }
+            }
+            let storage = session.frozenConfiguration.urlCredentialStorage
+            let proposed = failed ?? storage?.defaultCredential(for: space)
+            logger.debug("authentication challenge", metadata: [
+                "task": "\(identifier)", "method": "\(space.authenticationMethod)", "realm": "\(space.realm ?? "")",
+                "proxy": "\(isProxy)", "previousFailureCount": "\(failures)",
+            ])
+            let challengeAnswer: ChallengeRouter.Answer = { [self] disposition, credential in
+                answered(disposition, credential, space: space, offer: offer, isProxy: isProxy, failed: failed)
+            }
+            ChallengeRouter.routeToTask(
+                space, session: session, task: task, proposedCredential: proposed, previousFailureCount: failures,
+                failureResponse: response, answer: challengeAnswer
+            )
+        }
+    }
+
+    /// The delegate's answer to a 401/407 challenge.
+    private func answered(
+        _ disposition: URLSession.AuthChallengeDisposition, _ credential: URLCredential?,
+        space: URLProtectionSpace, offer: AuthenticationOffer, isProxy: Bool, failed: URLCredential?
+    ) {
+        switch disposition {
+        case .useCredential:
+            guard let credential, let user = credential.user, let password = credential.password else {
+                // No credential (or one without a password, such as an identity): continue
+                // without one, so the 401/407 is the result.
+                giveUpAuthentication()
+                return
+            }
+            useCredential(ChosenCredential(space: space, offer: offer, credential: credential, user: user, password: password, fromDelegate: true), isProxy: isProxy)
+        case .performDefaultHandling:
+            if let credential = defaultCredential(for: space, isProxy: isProxy, failed: failed), let user = credential.user, let password = credential.password {
+                useCredential(ChosenCredential(space: space, offer: offer, credential: credential, user: user, password: password, fromDelegate: false), isProxy: isProxy)
+            } else {
+                giveUpAuthentication()
+            }
+        case .cancelAuthenticationChallenge:
+            let actions = state.withLock { state -> TaskStateMachine.Actions in
+                guard state.machine.state == .awaitingCredential else { return TaskStateMachine.Actions() }
+                state.failure = .courier(.cancelled, "The authentication challenge was cancelled.", url: state.request?.url ?? originalURL)
+                return state.machine.handle(.cancelRequested)
+            }
+            run(actions)
+        case .rejectProtectionSpace:
+            askForCredential()
+        }
+    }
+
+    /// Default handling: the storage's default credential for the space, then the user and
+    /// password of the URL (for a server), each once; nil when none is left.
+    private func defaultCredential(for space: URLProtectionSpace, isProxy: Bool, failed: URLCredential?) -> URLCredential? {
+        var candidates: [URLCredential] = []
+        if let stored = session.frozenConfiguration.urlCredentialStorage?.defaultCredential(for: space) { candidates.append(stored) }
+        if !isProxy, let url = state.withLock({ $0.request?.url }), let user = url.user(percentEncoded: false), let password = url.password(percentEncoded: false) {
+            candidates.append(URLCredential(user: user, password: password, persistence: .forSession))
+        }
+        return state.withLock { state -> URLCredential? in
+            for candidate in candidates {
+                guard let user = candidate.user, let password = candidate.password else { continue }
+                let key = user + "\u{0}" + password
+                if let failed, failed.user == user, failed.password == password { continue }
+                if state.authentication.triedByDefault[space, default: []].contains(key) { continue }
+                state.authentication.triedByDefault[space, default: []].insert(key)
+                return candidate
+            }
+            return nil
+        }
+    }
+
+    /// Sends the request again with `chosen` once its body can be sent again.
+    private func useCredential(_ chosen: ChosenCredential, isProxy: Bool) {
+        let (request, source) = state.withLock { state -> (URLRequest?, BodySource) in
+            if isProxy { state.authentication.proxy = chosen } else { state.authentication.server = chosen }
+            return (state.request, state.bodySource)
+        }
+        guard case .request = source, let request, request.httpBody == nil, request.httpBodyStream != nil else {
+            retryAuthenticated(with: nil)
+            return
+        }
+        // The stream was read by the last exchange: the delegate must give a new one.
+        guard let delegate = taskDelegate, let task else {
+            failAuthentication(.courier(.requestBodyStreamExhausted, "The request body stream cannot be sent again with the credential: no delegate gives a new one (urlSession(_:task:needNewBodyStream:)).", url: request.url))
+            return
+        }
+        let session = self.session
+        enqueue { [self] in
+            delegate.urlSession(session, task: task, needNewBodyStream: { [self] stream in
+                guard let stream else {
+                    failAuthentication(.courier(.requestBodyStreamExhausted, "The delegate gave no new body stream to send with the credential.", url: request.url))
+                    return
+                }
+                retryAuthenticated(with: stream)
+            })
+        }
+    }
+
+    private func retryAuthenticated(with stream: InputStream?) {
+        let actions = state.withLock { state -> TaskStateMachine.Actions in
+            guard state.machine.state == .awaitingCredential else { return TaskStateMachine.Actions() }
+            if let stream { state.request?.httpBodyStream = stream }
+            state.keptBody = Data()
+            state.response = nil
+            return state.machine.handle(.credentialDecided(retry: true))
+        }
+        run(actions)
+    }
+
+    /// No credential: the kept 401/407 and its body are the result.
+    private func giveUpAuthentication() {
+        logger.debug("authentication given up: the challenge response is the result", metadata: ["task": "\(identifier)"])
+        run(state.withLock { $0.machine.handle(.credentialDecided(retry: false)) })
+    }
+
+    private func failAuthentication(_ error: URLError) {
+        let actions = state.withLock { state -> TaskStateMachine.Actions in
+            guard !state.machine.isFinished else { return TaskStateMachine.Actions() }
+            state.failure = error
+            return state.machine.handle(.cancelRequested)
+        }
+        run(actions)
+    }
+
+    static func method(of offer: AuthenticationOffer) -> String {
+        offer.isDigest ? NSURLAuthenticationMethodHTTPDigest : NSURLAuthenticationMethodHTTPBasic
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import Testing
+import _CourierTestSupport
+
+/// Runs the `courier` executable built next to the test bundle; nil when it is not there.
+func runCourier(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String)? {
+    let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    let executable = directory.appendingPathComponent("courier")
+    guard FileManager.default.isExecutableFile(atPath: executable.path) else { return nil }
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = arguments
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    // Both pipes are read to the end at once, so neither can fill and block the child.
+    let errorOutput = LockedData()
+    let group = DispatchGroup()
+    DispatchQueue.global().async(group: group) { errorOutput.set(err.fileHandleForReading.readDataToEndOfFile()) }
+    let stdout = out.fileHandleForReading.readDataToEndOfFile()
+    group.wait()
+    let stderr = errorOutput.get()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+}
+
+/// Bytes handed from one thread to another.
+final class LockedData: @unchecked Sendable {
+    private let lock = NSLock()
+    private var data = Data()
+    func set(_ value: Data) { lock.withLock { data = value } }
+    func get() -> Data { lock.withLock { data } }
+}
+
+/// `courier -u` with `--basic`, `--digest` and `--anyauth`, as curl users know them, against
+/// httpbin and nginx.
+@Suite("CLIAuthenticationTests")
+struct CLIAuthenticationTests {
+    let httpbin: HttpbinServer
+    let nginx: NginxServer
+
+    init() throws {
+        httpbin = try HttpbinServer.shared()
+        nginx = try NginxServer.shared()
+    }
+
+    func courier(_ arguments: String...) throws -> (status: Int32, stdout: String, stderr: String) {
+        try #require(try runCourier(arguments), "the courier executable is built with the tests")
+    }
+
+    @Test("-u sends Basic with the first request (httpbin's hidden-basic-auth answers 404 to anyone who waits to be asked)")
+    func basicFirst() throws {
+        let run = try courier("-u", "ann:secret", httpbin.url("/hidden-basic-auth/ann/secret").absoluteString)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("\"authenticated\": true"))
+    }
+
+    @Test("--digest answers httpbin's Digest challenge", arguments: ["MD5", "SHA-256", "SHA-512"])
+    func digest(_ algorithm: String) throws {
+        let run = try courier("--digest", "-u", "ben:p4ss", httpbin.url("/digest-auth/auth/ben/p4ss/\(algorithm)").absoluteString)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("\"authenticated\": true"))
+    }
+
+    @Test("--digest does not answer a Basic challenge; --anyauth does")
+    func anyAuth() throws {
+        let url = nginx.url("/basic/hello.txt").absoluteString
+        let digestOnly = try courier("-f", "--digest", "-u", "courier:open sesame", url)
+        #expect(digestOnly.status == 22)
+        let any = try courier("--anyauth", "-u", "courier:open sesame", url)
+        #expect(any.status == 0, "\(any.stderr)")
+        #expect(any.stdout == "Hello from nginx\n")
+    }
+
+    @Test("a wrong password: the 401 is the answer, and -f exits 22")
+    func wrongPassword() throws {
+        let url = httpbin.url("/basic-auth/cat/right").absoluteString
+        let plain = try courier("-i", "-u", "cat:wrong", url)
+        #expect(plain.status == 0)
+        #expect(plain.stdout.hasPrefix("HTTP/1.1 401"))
+        let failing = try courier("-f", "--anyauth", "-u", "cat:wrong", url)
+        #expect(failing.status == 22)
+    }
+
+    @Test("-u without a password and no terminal is refused with a message")
+    func noPassword() throws {
+        let run = try courier("-u", "dan", httpbin.url("/basic-auth/dan/x").absoluteString)
+        #expect(run.status != 0)
+        #expect(run.stderr.contains("no password"))
+    }
+}
