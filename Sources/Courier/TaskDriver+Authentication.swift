@@ -82,7 +82,8 @@ extension TaskDriver {
         let port = url.port ?? AuthenticationScope.defaultPort(scheme)
         var path = url.path(percentEncoded: true)
         if path.isEmpty { path = "/" }
-        let callerAuthorizes = rememberedSomething && request.value(forHTTPHeaderField: "Authorization") != nil
+        // The caller's own field (the request's or the configuration's) is left alone.
+        let callerAuthorizes = transportRequest.head.fields.contains("Authorization")
 
         state.withLock { state in
             if let value = chosenAuthorization(&state.authentication.server, scheme: scheme, host: host, port: port, isProxy: false, method: method, uri: uri, body: body) {
@@ -130,7 +131,10 @@ extension TaskDriver {
             case .basic:
                 header = try HTTPAuthorization.basic(user: current.user, password: current.password)
             case .digest(let challenge):
-                current.nonceCount &+= 1
+                // The session counts each nonce's uses, for this task and every other.
+                current.nonceCount = session.preemptiveAuthentication.withLock {
+                    $0.nextNonceCount(scheme: scheme, host: host, port: port, isProxy: isProxy, realm: challenge.realm, nonce: challenge.nonce)
+                }
                 header = try HTTPAuthorization.digest(
                     challenge, user: current.user, password: current.password,
                     request: DigestRequest(method: method, uri: uri, body: body, clientNonce: Self.clientNonce(), nonceCount: current.nonceCount)
@@ -179,14 +183,19 @@ extension TaskDriver {
     func readChallenges(_ head: HTTPResponseHead, viaProxy: Bool, in state: inout State) -> Bool {
         let isServerChallenge = head.status == 401
         let isProxyChallenge = head.status == 407 && viaProxy
-        if !isServerChallenge, state.authentication.sentServer?.chosenByTask == true { state.authentication.confirmedServer = true }
-        if !isProxyChallenge, viaProxy, state.authentication.sentProxy?.chosenByTask == true { state.authentication.confirmedProxy = true }
+        // A credential is confirmed by an answer that got past it: not a new challenge, not a
+        // 407 (the request never left the proxy), not a server error (which may come from a
+        // gateway that never checked it).
+        if head.status < 500 {
+            if !isServerChallenge, !isProxyChallenge, state.authentication.sentServer?.chosenByTask == true { state.authentication.confirmedServer = true }
+            if !isProxyChallenge, viaProxy, state.authentication.sentProxy?.chosenByTask == true { state.authentication.confirmedProxy = true }
+        }
         guard isServerChallenge || isProxyChallenge else { return false }
         let (offers, malformed) = AuthenticationEngine.offers(inFields: head.fields.values(isProxyChallenge ? "Proxy-Authenticate" : "WWW-Authenticate"))
         if !malformed.isEmpty {
             logger.debug("challenge refused", metadata: ["task": "\(identifier)", "reason": "\(malformed.map(\.description).joined(separator: "; "))"])
         }
-        state.authentication.offers = offers
+        state.authentication.offers = AuthenticationEngine.onePerSpace(offers)
         state.authentication.nextOffer = 0
         state.authentication.challengeIsProxy = isProxyChallenge
         return !offers.isEmpty
@@ -363,11 +372,29 @@ extension TaskDriver {
         }
     }
 
-    /// Sends the request again with `chosen` once its body can be sent again.
+    /// Sends the request again with `chosen` once its body can be sent again. A credential
+    /// that cannot be sent at all fails the task with a message saying why.
     private func useCredential(_ chosen: ChosenCredential, isProxy: Bool) {
-        let (request, source) = state.withLock { state -> (URLRequest?, BodySource) in
+        let prepared = state.withLock { state -> (request: URLRequest?, source: BodySource)? in
+            guard state.machine.state == .awaitingCredential else { return nil }
             if isProxy { state.authentication.proxy = chosen } else { state.authentication.server = chosen }
             return (state.request, state.bodySource)
+        }
+        // Cancelled while the delegate held the challenge: nothing more to do.
+        guard let (request, source) = prepared else { return }
+        do throws(AuthenticationCredentialError) {
+            switch chosen.offer {
+            case .basic:
+                _ = try HTTPAuthorization.basic(user: chosen.user, password: chosen.password)
+            case .digest(let challenge):
+                _ = try HTTPAuthorization.digest(
+                    challenge, user: chosen.user, password: chosen.password,
+                    request: DigestRequest(method: "GET", uri: "/", body: request.flatMap { Self.bodyBytes(source, $0) }, clientNonce: "", nonceCount: 1)
+                )
+            }
+        } catch {
+            failAuthentication(.courier(.userAuthenticationRequired, "The credential cannot be sent: \(error).", url: request?.url ?? originalURL))
+            return
         }
         guard case .request = source, let request, request.httpBody == nil, request.httpBodyStream != nil else {
             retryAuthenticated(with: nil)

@@ -112,7 +112,8 @@ struct CourierCommand: AsyncParsableCommand {
         }
         if let method { request.httpMethod = method }
         if let maxTime { request.timeoutInterval = maxTime }
-        let authentication = try authentication()
+        var authentication = try authentication()
+        authentication?.url = parsed
         if let authentication, authentication.mode == .basic {
             // As curl's --basic: the credential goes with the first request, unasked.
             let token = Data("\(authentication.user):\(authentication.password)".utf8).base64EncodedString()

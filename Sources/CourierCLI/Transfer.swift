@@ -50,6 +50,17 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         var user: String
         var password: String
         var mode: Mode
+        /// The URL given on the command line: the credential answers its origin only.
+        var url: URL? = nil
+
+        /// True when `space` is the server of `url` (scheme, host, port), as curl sends -u
+        /// credentials to the first host only: a redirect elsewhere does not get them.
+        func answers(_ space: URLProtectionSpace) -> Bool {
+            guard !space.isProxy(), let url, let scheme = url.scheme?.lowercased(), var host = url.host(percentEncoded: false) else { return false }
+            if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            let port = url.port ?? (scheme == "https" ? 443 : 80)
+            return space.protocol == scheme && space.host.lowercased() == host.lowercased() && space.port == port
+        }
     }
 
     init(sink: OutputSink, include: Bool, verbose: Bool, trust: TrustPolicy, followsRedirects: Bool, authentication: Authentication?) {
@@ -113,7 +124,10 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         if verbose {
             FileHandle.standardError.write(Data("* Server asks for \(method == NSURLAuthenticationMethodHTTPDigest ? "Digest" : "Basic") authentication, realm '\(challenge.protectionSpace.realm ?? "")'\n".utf8))
         }
-        guard challenge.previousFailureCount == 0 else {
+        guard challenge.previousFailureCount == 0, authentication.answers(challenge.protectionSpace) else {
+            if verbose, challenge.previousFailureCount == 0 {
+                FileHandle.standardError.write(Data("* Not sending the -u credential to another host\n".utf8))
+            }
             completionHandler(.useCredential, nil)
             return
         }

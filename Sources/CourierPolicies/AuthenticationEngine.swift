@@ -46,6 +46,18 @@ public enum AuthenticationEngine {
         return (offers(in: challenges), malformed)
     }
 
+    /// The offers with one per protection space (realm and scheme): the strongest of several
+    /// Digest algorithms for one realm is what the delegate hears of, once, so a rejected
+    /// password counts once and a rejected space is not asked about again.
+    public static func onePerSpace(_ offers: [AuthenticationOffer]) -> [AuthenticationOffer] {
+        var seen: [(realm: String?, isDigest: Bool)] = []
+        return offers.filter { offer in
+            if seen.contains(where: { $0.realm == offer.realm && $0.isDigest == offer.isDigest }) { return false }
+            seen.append((offer.realm, offer.isDigest))
+            return true
+        }
+    }
+
     public static func offers(in challenges: [AuthenticationChallenge]) -> [AuthenticationOffer] {
         var offers: [AuthenticationOffer] = []
         for challenge in challenges {
@@ -53,7 +65,8 @@ public enum AuthenticationEngine {
             case "basic" where challenge.token68 == nil:
                 offers.append(.basic(realm: challenge[parameter: "realm"]))
             case "digest":
-                if let digest = DigestChallenge(challenge) { offers.append(.digest(digest)) }
+                // An algorithm this OpenSSL cannot compute (MD5 under a FIPS policy) is skipped.
+                if let digest = DigestChallenge(challenge), digest.algorithm.isAvailable { offers.append(.digest(digest)) }
             default:
                 continue
             }
@@ -87,7 +100,8 @@ public struct AuthenticationScope: Sendable, Equatable, Hashable {
     /// request's path (RFC 7617 §2.2: everything at or below it). Digest: the challenge's
     /// `domain` URIs on the same origin, else the whole origin (RFC 7616 §3.3).
     public static func covering(_ url: URL, port: Int, offer: AuthenticationOffer, isProxy: Bool) -> AuthenticationScope? {
-        guard let scheme = url.scheme, let host = url.host(percentEncoded: false) else { return nil }
+        guard let scheme = url.scheme, var host = url.host(percentEncoded: false) else { return nil }
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         if isProxy {
             return AuthenticationScope(scheme: scheme, host: host, port: port, isProxy: true, pathPrefixes: [])
         }
@@ -102,7 +116,7 @@ public struct AuthenticationScope: Sendable, Equatable, Hashable {
             for uri in challenge.domain {
                 guard let resolved = URL(string: uri, relativeTo: url)?.absoluteURL,
                       resolved.scheme?.lowercased() == scheme.lowercased(),
-                      resolved.host(percentEncoded: false)?.lowercased() == host.lowercased(),
+                      resolved.host(percentEncoded: false)?.trimmingCharacters(in: CharacterSet(charactersIn: "[]")).lowercased() == host.lowercased(),
                       (resolved.port ?? Self.defaultPort(scheme)) == port else { continue }
                 let path = resolved.path(percentEncoded: true)
                 prefixes.append(path.isEmpty ? "/" : path)
@@ -148,8 +162,40 @@ public struct PreemptiveAuthentication: Sendable {
     public static let maximumEntries = 64
 
     public private(set) var entries: [Entry] = []
+    /// Uses of each Digest nonce so far, by origin, realm and nonce: one count per nonce for
+    /// the whole session, whether a task's own credential or a remembered one uses it, so no
+    /// `nc` is ever sent twice with one nonce (a server that checks them would see a replay).
+    private var nonceUses: [String: UInt32] = [:]
+    /// The order nonces were first used in, to forget the oldest.
+    private var nonceOrder: [String] = []
+    /// Most nonces counted; the oldest is forgotten first.
+    public static let maximumNonces = 256
 
     public init() {}
+
+    /// The next `nc` for a nonce (1 for the first use), counted.
+    public mutating func nextNonceCount(scheme: String, host: String, port: Int, isProxy: Bool, realm: String?, nonce: String) -> UInt32 {
+        let key = Self.nonceKey(AuthenticationScope(scheme: scheme, host: host, port: port, isProxy: isProxy, pathPrefixes: []), realm: realm, nonce: nonce)
+        return countUse(key)
+    }
+
+    private mutating func countUse(_ key: String) -> UInt32 {
+        if let count = nonceUses[key] {
+            let next = count &+ 1
+            nonceUses[key] = next
+            return next
+        }
+        nonceUses[key] = 1
+        nonceOrder.append(key)
+        if nonceOrder.count > Self.maximumNonces {
+            nonceUses[nonceOrder.removeFirst()] = nil
+        }
+        return 1
+    }
+
+    private static func nonceKey(_ scope: AuthenticationScope, realm: String?, nonce: String) -> String {
+        "\(scope.hostKey)\u{0}\(realm ?? "")\u{0}\(nonce)"
+    }
 
     public var isEmpty: Bool { entries.isEmpty }
 
@@ -165,7 +211,15 @@ public struct PreemptiveAuthentication: Sendable {
         let method: Method
         switch offer {
         case .basic: method = .basic
-        case .digest(let challenge): method = .digest(challenge, nonceCount: nonceCount)
+        case .digest(let challenge):
+            // The session's count of the nonce wins over a smaller one reported by a task.
+            let key = Self.nonceKey(scope, realm: realm, nonce: challenge.nonce)
+            let counted = nonceUses[key] ?? 0
+            if nonceCount > counted {
+                if nonceUses[key] == nil { nonceOrder.append(key) }
+                nonceUses[key] = nonceCount
+            }
+            method = .digest(challenge, nonceCount: max(counted, nonceCount))
         }
         entries.append(Entry(scope: scope, realm: realm, method: method, user: user, password: password))
         if entries.count > Self.maximumEntries { entries.removeFirst(entries.count - Self.maximumEntries) }
@@ -197,10 +251,13 @@ public struct PreemptiveAuthentication: Sendable {
         case .basic:
             guard let value = try? HTTPAuthorization.basic(user: entry.user, password: entry.password) else { return nil }
             return (value, entry)
-        case .digest(let challenge, let count):
-            let next = count &+ 1
+        case .digest(let challenge, _):
+            // Counted only once the value could be made (an auth-int entry and a stream cannot).
+            let key = Self.nonceKey(entry.scope, realm: entry.realm, nonce: challenge.nonce)
+            let next = (nonceUses[key] ?? 0) &+ 1
             let request = DigestRequest(method: method, uri: uri, body: body, clientNonce: clientNonce, nonceCount: next)
             guard let value = try? HTTPAuthorization.digest(challenge, user: entry.user, password: entry.password, request: request) else { return nil }
+            _ = countUse(key)
             entry.method = .digest(challenge, nonceCount: next)
             entries[index] = entry
             return (value, entry)

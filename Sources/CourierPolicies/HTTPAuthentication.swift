@@ -52,9 +52,20 @@ public enum DigestAlgorithm: String, Sendable, Equatable, CaseIterable {
         let ok = input.withUnsafeBytes { raw in
             EVP_Digest(raw.baseAddress, raw.count, &digest, &length, md, nil)
         }
-        precondition(ok == 1, "OpenSSL could not compute a digest it provides")
+        // Only algorithms that passed `isAvailable` are offered, so this does not fail; if it
+        // did, an empty response is refused by the server rather than the process stopping.
+        guard ok == 1 else { return "" }
         return Self.hexString(digest[0..<Int(length)])
     }
+
+    /// True when this OpenSSL computes the hash (a FIPS policy can withhold MD5).
+    public var isAvailable: Bool {
+        Self.available.contains(self)
+    }
+
+    private static let available: Set<DigestAlgorithm> = Set(allCases.filter { algorithm in
+        !algorithm.hex([UInt8]()).isEmpty
+    })
 
     public func hex(_ text: String) -> String { hex(Array(text.utf8)) }
 
@@ -159,8 +170,6 @@ public struct DigestRequest: Sendable, Equatable {
 
 /// Why a credential cannot answer a challenge.
 public enum AuthenticationCredentialError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// Basic cannot carry a user name with a colon (RFC 7617 §2).
-    case colonInUserName
     /// Control characters cannot be sent in a user name or password.
     case controlCharacter
     /// The server offers only `auth-int` and the body is a stream.
@@ -168,7 +177,6 @@ public enum AuthenticationCredentialError: Error, Sendable, Equatable, CustomStr
 
     public var description: String {
         switch self {
-        case .colonInUserName: return "a Basic user name cannot contain ':'"
         case .controlCharacter: return "the user name or password contains a control character"
         case .bodyNotAvailableForIntegrity: return "the server asks for auth-int and the body is a stream"
         }
@@ -180,8 +188,10 @@ public enum HTTPAuthorization {
     /// Basic (RFC 7617): `user:password` in UTF-8, base64. UTF-8 is what `charset="UTF-8"`
     /// asks for, and what Courier sends without it too (a Swift string has no other faithful
     /// encoding; ISO-8859-1 would lose characters).
+    ///
+    /// A user name with a colon is sent as it is, as curl and Apple do: RFC 7617 forbids it,
+    /// and the server will split at the colon, but refusing it would only hide the problem.
     public static func basic(user: String, password: String) throws(AuthenticationCredentialError) -> String {
-        guard !user.contains(":") else { throw .colonInUserName }
         guard !hasControlCharacter(user), !hasControlCharacter(password) else { throw .controlCharacter }
         return "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
     }

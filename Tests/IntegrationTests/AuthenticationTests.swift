@@ -334,7 +334,95 @@ struct AuthenticationTests {
         }
         let basic = await load(URLRequest(url: server.url("/")), via: .asyncData, answerer: rejecting)
         #expect(basic.body.map { String(decoding: $0, as: UTF8.self) } == "Basic")
-        #expect(rejecting.challenges.map(\.space.authenticationMethod) == [NSURLAuthenticationMethodHTTPDigest, NSURLAuthenticationMethodHTTPDigest, NSURLAuthenticationMethodHTTPBasic])
+        // Two Digest challenges for one realm are one protection space: asked about once.
+        #expect(rejecting.challenges.map(\.space.authenticationMethod) == [NSURLAuthenticationMethodHTTPDigest, NSURLAuthenticationMethodHTTPBasic])
+    }
+
+    @Test("a refused password counts once per space, whatever the number of Digest algorithms offered for it")
+    func failureCountedOncePerSpace() async throws {
+        let server = try AnsweringServer { _, _ in
+            AnsweringServer.Answer(status: 401, reason: "Unauthorized", headers: [
+                ("WWW-Authenticate", "Digest realm=\"d\", nonce=\"a\", algorithm=SHA-256, qop=\"auth\""),
+                ("WWW-Authenticate", "Digest realm=\"d\", nonce=\"b\", algorithm=MD5, qop=\"auth\""),
+            ], body: [])
+        }
+        let attempts = Mutex(0)
+        let answerer = ChallengeAnswerer { _ in
+            let attempt = attempts.withLock { value -> Int in
+                value += 1
+                return value
+            }
+            return attempt < 3 ? (.useCredential, URLCredential(user: "u", password: "wrong", persistence: .none)) : (.useCredential, nil)
+        }
+        let loaded = await load(URLRequest(url: server.url("/")), via: .asyncData, answerer: answerer)
+        #expect(loaded.response?.statusCode == 401)
+        #expect(answerer.challenges.map(\.previousFailureCount) == [0, 1, 2])
+        #expect(server.requests.count == 3)
+        #expect(server.requests.dropFirst().allSatisfy { $0.header("Authorization")?.contains("algorithm=SHA-256") == true })
+    }
+
+    @Test("the per-task delegate is asked before the session delegate")
+    func taskDelegateFirst() async throws {
+        let sessionAnswerer = ChallengeAnswerer(user: "session", password: "s")
+        let taskAnswerer = ChallengeAnswerer(user: "task", password: "t")
+        let session = URLSession(configuration: configuration(), delegate: sessionAnswerer, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let (_, response) = try await session.data(for: URLRequest(url: httpbin.url("/basic-auth/task/t")), delegate: taskAnswerer)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        #expect(taskAnswerer.challenges.count == 1)
+        #expect(sessionAnswerer.challenges.isEmpty)
+    }
+
+    @Test("cancelled while the delegate holds the challenge: the late answer changes nothing")
+    func cancelledWhileAsking() async throws {
+        let server = try AnsweringServer { _, _ in
+            AnsweringServer.Answer(status: 401, reason: "Unauthorized", headers: [("WWW-Authenticate", "Basic realm=\"r\"")], body: [])
+        }
+        let held = HeldChallenge()
+        let session = URLSession(configuration: configuration(), delegate: held, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let outcome = Mutex<(any Error)?>(nil)
+        let completed = AsyncFlag()
+        var request = URLRequest(url: server.url("/"))
+        request.httpMethod = "PUT"
+        request.httpBodyStream = InputStream(data: Data("streamed".utf8))
+        let task = session.dataTask(with: request) { _, _, error in
+            outcome.withLock { $0 = error }
+            completed.raise()
+        }
+        task.resume()
+        let answer = await held.nextChallenge()
+        task.cancel()
+        await completed.wait()
+        answer(.useCredential, URLCredential(user: "u", password: "p", persistence: .forSession))
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(urlErrorCode(outcome.withLock { $0 }) == .cancelled)
+        #expect(server.requests.count == 1)
+        #expect(held.streamRequests == 0)
+    }
+
+    @Test("a user name with a colon goes as it is in Basic")
+    func colonInUser() async throws {
+        let server = try AnsweringServer { request, _ in
+            request.header("Authorization").map { .ok($0) }
+                ?? AnsweringServer.Answer(status: 401, reason: "Unauthorized", headers: [("WWW-Authenticate", "Basic realm=\"r\"")], body: [])
+        }
+        let answerer = ChallengeAnswerer(user: "a:b", password: "c")
+        let loaded = await load(URLRequest(url: server.url("/")), via: .asyncData, answerer: answerer)
+        #expect(loaded.body.map { String(decoding: $0, as: UTF8.self) } == "Basic " + Data("a:b:c".utf8).base64EncodedString())
+    }
+
+    @Test("a credential that cannot be sent fails the task with a reason, once")
+    func unsendableCredential() async throws {
+        let server = try AnsweringServer { _, _ in
+            AnsweringServer.Answer(status: 401, reason: "Unauthorized", headers: [("WWW-Authenticate", "Basic realm=\"r\"")], body: [])
+        }
+        let answerer = ChallengeAnswerer(user: "line\nbreak", password: "p")
+        let loaded = await load(URLRequest(url: server.url("/")), via: .completionHandler, answerer: answerer)
+        #expect(urlErrorCode(loaded.error) == .userAuthenticationRequired)
+        #expect((loaded.error as? URLError)?.localizedDescription.contains("control character") == true)
+        #expect(server.requests.count == 1)
+        #expect(answerer.challenges.count == 1)
     }
 
     @Test("malformed or unknown challenges deliver the 401 without asking anyone", arguments: [
@@ -405,6 +493,56 @@ struct AuthenticationTests {
         }
         #expect(digestCounts == [nil, "00000001", "00000002"])
         #expect(answerer.challenges.count == 3)
+
+        // Another port is another origin: nothing is sent there unasked.
+        let other = try AnsweringServer { request, _ in .ok(request.header("Authorization") ?? "none") }
+        let (elsewhere, _) = try await session.data(from: other.url("/basic/a/one"))
+        #expect(String(decoding: elsewhere, as: UTF8.self) == "none")
+    }
+
+    @Test("one nonce count for the session: a task's hops and another task never repeat an nc")
+    func nonceCountsShared() async throws {
+        let server = try AnsweringServer { request, _ in
+            guard request.header("Authorization") != nil else {
+                return AnsweringServer.Answer(status: 401, reason: "Unauthorized", headers: [("WWW-Authenticate", "Digest realm=\"d\", nonce=\"same\", qop=\"auth\"")], body: [])
+            }
+            return request.target == "/hop" ? .redirect(302, to: "/landed") : .ok("ok")
+        }
+        let answerer = ChallengeAnswerer(user: "u", password: "p", persistence: .forSession)
+        let session = URLSession(configuration: configuration(), delegate: answerer, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        _ = try await session.data(from: server.url("/hop"))
+        _ = try await session.data(from: server.url("/other"))
+        async let first = session.data(from: server.url("/a"))
+        async let second = session.data(from: server.url("/b"))
+        _ = try await (first, second)
+        let counts = server.requests.compactMap { request -> String? in
+            guard let value = request.header("Authorization"), let range = value.range(of: "nc=") else { return nil }
+            return String(value[range.upperBound...].prefix(8))
+        }
+        #expect(counts.count == 5)
+        #expect(Set(counts).count == counts.count, "every nc once: \(counts)")
+        #expect(Set(counts) == ["00000001", "00000002", "00000003", "00000004", "00000005"])
+    }
+
+    @Test("a configured Authorization field is sent, not a remembered credential")
+    func configuredAuthorizationWins() async throws {
+        let server = try AnsweringServer { request, _ in
+            let authorization = request.header("Authorization") ?? ""
+            return authorization.hasPrefix("Basic ") || request.target.hasPrefix("/open")
+                ? .ok(authorization)
+                : AnsweringServer.Answer(status: 401, reason: "Unauthorized", headers: [("WWW-Authenticate", "Basic realm=\"r\"")], body: [])
+        }
+        let configuration = configuration()
+        configuration.httpAdditionalHeaders = ["Authorization": "Bearer token"]
+        let answerer = ChallengeAnswerer(user: "u", password: "p", persistence: .forSession)
+        let session = URLSession(configuration: configuration, delegate: answerer, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let (answered, _) = try await session.data(from: server.url("/open/a/x"))
+        #expect(String(decoding: answered, as: UTF8.self) == "Bearer token")
+        _ = try await session.data(from: server.url("/closed/a/x"))
+        let (after, _) = try await session.data(from: server.url("/open/a/y"))
+        #expect(String(decoding: after, as: UTF8.self) == "Bearer token")
     }
 
     @Test("a request body is sent again with the credential: bytes, a file, a stream through needNewBodyStream")
@@ -454,6 +592,33 @@ struct AuthenticationTests {
     }
 
     // MARK: - 407
+
+    @Test("a 407 through the proxy does not confirm the server credential the request carried")
+    func proxyChallengeConfirmsNothing() async throws {
+        let proxy = try AnsweringServer { request, _ in
+            guard let authorization = request.header("Authorization") else {
+                return AnsweringServer.Answer(status: 401, reason: "Unauthorized", headers: [("WWW-Authenticate", "Basic realm=\"origin\"")], body: [])
+            }
+            if request.header("Proxy-Authorization") == nil {
+                return AnsweringServer.Answer(status: 407, reason: "Proxy Authentication Required", headers: [("Proxy-Authenticate", "Basic realm=\"gate\"")], body: [])
+            }
+            return authorization == "Basic " + Data("u:right".utf8).base64EncodedString()
+                ? .ok("in")
+                : AnsweringServer.Answer(status: 401, reason: "Unauthorized", headers: [("WWW-Authenticate", "Basic realm=\"origin\"")], body: [])
+        }
+        let answerer = ChallengeAnswerer { challenge in
+            if challenge.protectionSpace.isProxy() { return (.useCredential, URLCredential(user: "p", password: "p", persistence: .none)) }
+            return challenge.previousFailureCount == 0 ? (.useCredential, URLCredential(user: "u", password: "wrong", persistence: .permanent)) : (.useCredential, nil)
+        }
+        let storage = URLCredentialStorage(store: .memory)
+        let session = URLSession(configuration: configuration(storage: storage), delegate: answerer, delegateQueue: nil)
+        session.httpProxy.withLock { $0 = Origin(scheme: .http, host: "127.0.0.1", port: UInt16(proxy.port)) }
+        defer { session.finishTasksAndInvalidate() }
+        let (_, response) = try await session.data(from: URL(string: "http://origin.invalid/x")!)
+        #expect((response as? HTTPURLResponse)?.statusCode == 401)
+        #expect(storage.allCredentials.isEmpty)
+        #expect(session.preemptiveAuthentication.withLock { $0.entries.isEmpty })
+    }
 
     @Test("a 407 from an origin is a response, never a proxy challenge")
     func proxyChallengeFromOrigin() async throws {
@@ -506,11 +671,72 @@ struct AuthenticationTests {
         #expect(last.header("Proxy-Authorization") == "Basic " + Data("proxy-user:proxy-pass".utf8).base64EncodedString())
         #expect(last.header("Authorization")?.hasPrefix("Digest username=\"origin-user\"") == true)
 
+        #expect(session.preemptiveAuthentication.withLock { $0.entries.count } == 2)
+
         // The next request goes with both at once.
         let before = proxy.requests.count
         _ = try await session.data(from: URL(string: "http://origin.invalid:8080/again")!)
         #expect(proxy.requests.count == before + 1)
         #expect(answerer.challenges.count == 2)
+    }
+}
+
+/// Holds the first challenge's answer for the test to give later.
+final class HeldChallenge: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    typealias Answer = @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    private let state = Mutex<(answer: Answer?, waiter: CheckedContinuation<Answer, Never>?)>((nil, nil))
+    private let streams = Mutex(0)
+
+    var streamRequests: Int { streams.withLock { $0 } }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        let waiter = state.withLock { state -> CheckedContinuation<Answer, Never>? in
+            defer { state.waiter = nil }
+            if state.waiter == nil { state.answer = completionHandler }
+            return state.waiter
+        }
+        waiter?.resume(returning: completionHandler)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void) {
+        streams.withLock { $0 += 1 }
+        completionHandler(InputStream(data: Data("streamed".utf8)))
+    }
+
+    func nextChallenge() async -> Answer {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Answer? in
+                if let answer = state.answer { return answer }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}
+
+/// A one-shot signal between threads and an awaiting test.
+final class AsyncFlag: @unchecked Sendable {
+    private let state = Mutex<(raised: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    func raise() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.raised = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let raised = state.withLock { state -> Bool in
+                if state.raised { return true }
+                state.waiter = continuation
+                return false
+            }
+            if raised { continuation.resume() }
+        }
     }
 }
 

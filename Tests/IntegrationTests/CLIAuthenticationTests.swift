@@ -85,6 +85,20 @@ struct CLIAuthenticationTests {
         #expect(failing.status == 22)
     }
 
+    @Test("after -L to another host, the -u credential is not sent there", arguments: ["--anyauth", "--digest"])
+    func notToAnotherHost(_ mode: String) throws {
+        let target = httpbin.url(mode == "--digest" ? "/digest-auth/auth/eve/pw/MD5" : "/basic-auth/eve/pw").absoluteString
+            .replacingOccurrences(of: "127.0.0.1", with: "localhost")
+        var components = URLComponents(url: httpbin.url("/redirect-to"), resolvingAgainstBaseURL: false)!
+        components.queryItems = [URLQueryItem(name: "url", value: target)]
+        let run = try courier("-f", "-L", mode, "-u", "eve:pw", components.url!.absoluteString)
+        #expect(run.status == 22, "\(run.stdout) \(run.stderr)")
+        // The same redirect within the host keeps the credential.
+        components.queryItems = [URLQueryItem(name: "url", value: target.replacingOccurrences(of: "localhost", with: "127.0.0.1"))]
+        let same = try courier("-f", "-L", mode, "-u", "eve:pw", components.url!.absoluteString)
+        #expect(same.status == 0, "\(same.stderr)")
+    }
+
     @Test("-u without a password and no terminal is refused with a message")
     func noPassword() throws {
         let run = try courier("-u", "dan", httpbin.url("/basic-auth/dan/x").absoluteString)
