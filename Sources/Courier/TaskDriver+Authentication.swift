@@ -62,17 +62,11 @@ extension TaskDriver {
 
     /// Adds `Authorization` and `Proxy-Authorization` to the request about to go out: the
     /// task's chosen credentials while the request stays in their space, else what the
-    /// session remembers (unless the caller set the field itself). Records what was sent.
-    func addAuthorization(to transportRequest: inout TransportRequest, request: URLRequest, source: BodySource, proxy: Origin?) {
-        guard let url = request.url else { return }
-        let rememberedSomething = !session.preemptiveAuthentication.withLock { $0.isEmpty }
-        // The common case, no credential anywhere, costs one look under each lock.
-        let nothingToSend = state.withLock { state -> Bool in
-            state.authentication.sentServer = nil
-            state.authentication.sentProxy = nil
-            return state.authentication.server == nil && state.authentication.proxy == nil && !rememberedSomething
-        }
-        if nothingToSend { return }
+    /// session remembers (unless the caller set the field itself). Returns what was sent.
+    func addAuthorization(to transportRequest: inout TransportRequest, request: URLRequest, source: BodySource, proxy: Origin?) -> (server: SentCredential?, proxy: SentCredential?) {
+        // The common case, no credential anywhere, costs two atomic loads.
+        let rememberedSomething = session.remembersCredentials.load(ordering: .acquiring)
+        guard rememberedSomething || hasChosenCredential.load(ordering: .acquiring), let url = request.url else { return (nil, nil) }
         let method = transportRequest.head.method.rawValue
         let uri = transportRequest.head.target
         let body = Self.bodyBytes(source, request)
@@ -85,36 +79,38 @@ extension TaskDriver {
         // The caller's own field (the request's or the configuration's) is left alone.
         let callerAuthorizes = transportRequest.head.fields.contains("Authorization")
 
-        state.withLock { state in
+        return state.withLock { state in
+            var sent: (server: SentCredential?, proxy: SentCredential?) = (nil, nil)
             if let value = chosenAuthorization(&state.authentication.server, scheme: scheme, host: host, port: port, isProxy: false, method: method, uri: uri, body: body) {
                 transportRequest.head.fields.set(name: "Authorization", value: value.header)
-                state.authentication.sentServer = value.sent
+                sent.server = value.sent
             } else if !callerAuthorizes && rememberedSomething,
                       let remembered = session.preemptiveAuthentication.withLock({
                           $0.authorization(scheme: scheme, host: host, port: port, isProxy: false, path: path, method: method, uri: uri, body: body, clientNonce: Self.clientNonce())
                       }) {
                 transportRequest.head.fields.set(name: "Authorization", value: remembered.value)
-                state.authentication.sentServer = SentCredential(
+                sent.server = SentCredential(
                     realm: remembered.entry.realm, isDigest: remembered.entry.method != .basic, user: remembered.entry.user,
                     password: remembered.entry.password, persistence: .forSession, chosenByTask: false
                 )
             }
             // Proxy-Authorization goes to a proxy only, never to an origin.
-            guard let proxy else { return }
+            guard let proxy else { return sent }
             let proxyPort = Int(proxy.port)
             if let value = chosenAuthorization(&state.authentication.proxy, scheme: proxy.scheme.rawValue, host: proxy.host, port: proxyPort, isProxy: true, method: method, uri: uri, body: body) {
                 transportRequest.head.fields.set(name: "Proxy-Authorization", value: value.header)
-                state.authentication.sentProxy = value.sent
+                sent.proxy = value.sent
             } else if rememberedSomething,
                       let remembered = session.preemptiveAuthentication.withLock({
                           $0.authorization(scheme: proxy.scheme.rawValue, host: proxy.host, port: proxyPort, isProxy: true, path: "/", method: method, uri: uri, body: body, clientNonce: Self.clientNonce())
                       }) {
                 transportRequest.head.fields.set(name: "Proxy-Authorization", value: remembered.value)
-                state.authentication.sentProxy = SentCredential(
+                sent.proxy = SentCredential(
                     realm: remembered.entry.realm, isDigest: remembered.entry.method != .basic, user: remembered.entry.user,
                     password: remembered.entry.password, persistence: .forSession, chosenByTask: false
                 )
             }
+            return sent
         }
     }
 
@@ -232,6 +228,7 @@ extension TaskDriver {
                     session.preemptiveAuthentication.withLock {
                         $0.remember(scope, realm: chosen.offer.realm, offer: chosen.offer, user: chosen.user, password: chosen.password, nonceCount: chosen.nonceCount)
                     }
+                    session.remembersCredentials.store(true, ordering: .releasing)
                 }
             }
             if chosen.fromDelegate, chosen.credential.persistence == .forSession || chosen.credential.persistence == .permanent || chosen.credential.persistence == .synchronizable,
@@ -380,6 +377,7 @@ extension TaskDriver {
             if isProxy { state.authentication.proxy = chosen } else { state.authentication.server = chosen }
             return (state.request, state.bodySource)
         }
+        hasChosenCredential.store(true, ordering: .releasing)
         // Cancelled while the delegate held the challenge: nothing more to do.
         guard let (request, source) = prepared else { return }
         do throws(AuthenticationCredentialError) {

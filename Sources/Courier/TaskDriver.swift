@@ -92,6 +92,9 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     let identifier: Int
     let originalURL: URL?
     let state: Mutex<State>
+    /// Set once the task chose a credential (``AuthenticationState``): until then a request
+    /// checks this flag instead of taking the lock to look.
+    let hasChosenCredential = Atomic<Bool>(false)
 
     init(task: URLSessionTask, session: URLSession, delivery: Delivery, body: BodySource) {
         self.task = task
@@ -225,13 +228,14 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     private func startExchange() {
         let (request, source, deadline) = state.withLock { ($0.request, $0.bodySource, $0.deadline) }
         var transportRequest: TransportRequest
-        let proxy = session.httpProxy.withLock { $0 }
+        let proxy = session.httpProxy
         var usedProxy: Origin?
+        var sent: (server: SentCredential?, proxy: SentCredential?) = (nil, nil)
         do {
             guard let request else { throw URLError.courier(.unsupportedURL, "The task has no request.", url: nil) }
             transportRequest = try RequestBuilder.make(request, configuration: session.frozenConfiguration, body: source, proxy: proxy)
             if let proxy, transportRequest.origin == proxy { usedProxy = proxy }
-            addAuthorization(to: &transportRequest, request: request, source: source, proxy: usedProxy)
+            sent = addAuthorization(to: &transportRequest, request: request, source: source, proxy: usedProxy)
         } catch {
             state.withLock { $0.failure = error as? URLError ?? .courier(.unknown, "\(error)", url: request?.url) }
             run(state.withLock { $0.machine.handle(.exchangeFailed) })
@@ -260,6 +264,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             state.collectsMetrics = collectsMetrics
             state.transportRequest = transportRequest
             state.proxy = usedProxy
+            state.authentication.sentServer = sent.server
+            state.authentication.sentProxy = sent.proxy
             state.exchange = exchange
             state.response = nil
             state.decoder = nil

@@ -60,10 +60,14 @@ open class URLSession: NSObject, @unchecked Sendable {
     /// the directory that worked, Digest with the next nonce count). One lock of its own,
     /// taken after a task's (session → task → this) and never around user code.
     let preemptiveAuthentication = Mutex(PreemptiveAuthentication())
+    /// Set once something is remembered in `preemptiveAuthentication`: until then a request
+    /// looks at one atomic flag instead of taking that lock.
+    let remembersCredentials = Atomic<Bool>(false)
     /// Sends `http` requests through this HTTP proxy, in absolute form, with the 407 path
-    /// (Proxy-Authenticate, Proxy-Authorization). Internal, for the tests of that path until
-    /// proxies are configurable; nil: direct.
-    let httpProxy = Mutex<Origin?>(nil)
+    /// (Proxy-Authenticate, Proxy-Authorization): the configuration's internal
+    /// `httpProxyForTesting`, for the tests of that path until proxies are configurable; nil:
+    /// direct.
+    let httpProxy: Origin?
     private let isShared: Bool
 
     /// A session with no delegate.
@@ -103,6 +107,7 @@ open class URLSession: NSObject, @unchecked Sendable {
         self.redirectPolicy = RedirectPolicy(extraCrossOriginFieldNames: frozen.courierHeadersStrippedOnCrossOriginRedirect)
         self.retryPolicy = RetryPolicy(maximumDelay: frozen.courierMaximumRetryAfterDelay, maximumAttempts: frozen.courierMaximumRetryAttempts)
         self.registry = Mutex(Registry(delegate: delegate))
+        self.httpProxy = frozen.httpProxyForTesting
         super.init()
         security.attach(self)
     }

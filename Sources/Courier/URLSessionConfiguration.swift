@@ -1,4 +1,5 @@
 import CourierPolicies
+import CourierTransport
 import Foundation
 import Logging
 
@@ -72,6 +73,8 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     /// each ephemeral one. Nil: no storage. A copy of the configuration (and so a session made
     /// from it) shares the same storage object.
     open var urlCredentialStorage: URLCredentialStorage?
+    /// Internal: an HTTP proxy for `http` requests (see `URLSession.httpProxy`), set by tests.
+    var httpProxyForTesting: Origin?
     /// Accepted; ignored (HTTP/1.1 pipelining is never used).
     open var httpShouldUsePipelining = false
     /// Accepted; no effect on Linux.
@@ -138,6 +141,7 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
         copy.courierMaximumRetryAfterDelay = courierMaximumRetryAfterDelay
         copy.courierMaximumRetryAttempts = courierMaximumRetryAttempts
         copy.urlCredentialStorage = urlCredentialStorage
+        copy.httpProxyForTesting = httpProxyForTesting
         copy.tlsMinimumSupportedProtocolVersion = tlsMinimumSupportedProtocolVersion
         copy.tlsMaximumSupportedProtocolVersion = tlsMaximumSupportedProtocolVersion
         copy.httpShouldUsePipelining = httpShouldUsePipelining

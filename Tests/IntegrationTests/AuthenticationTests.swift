@@ -308,6 +308,39 @@ struct AuthenticationTests {
 
     // MARK: - Challenges from a scripted server
 
+    @Test("Digest auth-int over a POST body, checked by Python's hashlib", arguments: ["MD5", "SHA-256", "SHA-512-256"])
+    func integrityChecked(_ algorithm: String) async throws {
+        let server = try AnsweringServer { request, _ in
+            request.header("Authorization").map { .ok($0) } ?? AnsweringServer.Answer(
+                status: 401, reason: "Unauthorized",
+                headers: [("WWW-Authenticate", "Digest realm=\"int@test\", nonce=\"n0nce\", opaque=\"op\", qop=\"auth-int\", algorithm=\(algorithm)")], body: []
+            )
+        }
+        var request = URLRequest(url: server.url("/submit?x=1"))
+        request.httpMethod = "POST"
+        request.httpBody = Data("the body is covered too".utf8)
+        let answerer = ChallengeAnswerer(user: "ivy", password: "pw")
+        let loaded = await load(request, via: .completionHandler, answerer: answerer)
+        let sent = try #require(loaded.body.map { String(decoding: $0, as: UTF8.self) })
+        #expect(server.requests.last.map { Data($0.body) } == request.httpBody)
+        var parameters: [String: String] = [:]
+        for parameter in try #require(try AuthenticationChallengeParserProbe.parameters(sent)) { parameters[parameter.0] = parameter.1 }
+        #expect(parameters["qop"] == "auth-int")
+        #expect(parameters["uri"] == "/submit?x=1")
+        #expect(parameters["opaque"] == "op")
+        #expect(parameters["algorithm"] == algorithm)
+        let hash = ["MD5": "md5", "SHA-256": "sha256", "SHA-512-256": "sha512_256"][algorithm]!
+        let script = """
+        import hashlib, sys
+        H = lambda s: hashlib.new('\(hash)', s.encode()).hexdigest()
+        ha1 = H('ivy:int@test:pw')
+        ha2 = H('POST:/submit?x=1:' + H('the body is covered too'))
+        print(H(ha1 + ':n0nce:' + sys.argv[1] + ':' + sys.argv[2] + ':auth-int:' + ha2))
+        """
+        let expected = try runTool("/usr/bin/env", ["python3", "-c", script, parameters["nc"] ?? "", parameters["cnonce"] ?? ""])
+        #expect(parameters["response"] == expected.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
     @Test("the strongest offered scheme is answered first; rejecting it moves to the next")
     func strongestFirst() async throws {
         let server = try AnsweringServer { request, _ in
@@ -611,8 +644,9 @@ struct AuthenticationTests {
             return challenge.previousFailureCount == 0 ? (.useCredential, URLCredential(user: "u", password: "wrong", persistence: .permanent)) : (.useCredential, nil)
         }
         let storage = URLCredentialStorage(store: .memory)
-        let session = URLSession(configuration: configuration(storage: storage), delegate: answerer, delegateQueue: nil)
-        session.httpProxy.withLock { $0 = Origin(scheme: .http, host: "127.0.0.1", port: UInt16(proxy.port)) }
+        let configuration = configuration(storage: storage)
+        configuration.httpProxyForTesting = Origin(scheme: .http, host: "127.0.0.1", port: UInt16(proxy.port))
+        let session = URLSession(configuration: configuration, delegate: answerer, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         let (_, response) = try await session.data(from: URL(string: "http://origin.invalid/x")!)
         #expect((response as? HTTPURLResponse)?.statusCode == 401)
@@ -650,8 +684,9 @@ struct AuthenticationTests {
                 ? (.useCredential, URLCredential(user: "proxy-user", password: "proxy-pass", persistence: .forSession))
                 : (.useCredential, URLCredential(user: "origin-user", password: "origin-pass", persistence: .forSession))
         }
-        let session = URLSession(configuration: configuration(), delegate: answerer, delegateQueue: nil)
-        session.httpProxy.withLock { $0 = Origin(scheme: .http, host: "127.0.0.1", port: UInt16(proxy.port)) }
+        let configuration = configuration()
+        configuration.httpProxyForTesting = Origin(scheme: .http, host: "127.0.0.1", port: UInt16(proxy.port))
+        let session = URLSession(configuration: configuration, delegate: answerer, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         let (data, response) = try await session.data(from: URL(string: "http://origin.invalid:8080/path?q=1")!)
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
@@ -678,6 +713,31 @@ struct AuthenticationTests {
         _ = try await session.data(from: URL(string: "http://origin.invalid:8080/again")!)
         #expect(proxy.requests.count == before + 1)
         #expect(answerer.challenges.count == 2)
+    }
+}
+
+/// Reads the parameters of an Authorization value (the same syntax as a challenge).
+enum AuthenticationChallengeParserProbe {
+    static func parameters(_ value: String) throws -> [(String, String)]? {
+        // "Digest a=b, c="d"": split after the scheme, then on commas outside quotes.
+        guard let space = value.firstIndex(of: " ") else { return nil }
+        var result: [(String, String)] = []
+        var current = ""
+        var quoted = false
+        var escaped = false
+        for character in value[value.index(after: space)...] + "," {
+            if escaped { current.append(character); escaped = false; continue }
+            if character == "\\" && quoted { escaped = true; continue }
+            if character == "\"" { quoted.toggle(); continue }
+            if character == "," && !quoted {
+                let parts = current.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                if parts.count == 2 { result.append((parts[0], parts[1])) }
+                current = ""
+                continue
+            }
+            current.append(character)
+        }
+        return result
     }
 }
 
