@@ -49,6 +49,11 @@ let package = Package(
             providers: [.apt(["libbrotli-dev"])]
         ),
         .systemLibrary(
+            name: "CCourierPSL",
+            pkgConfig: "libpsl",
+            providers: [.apt(["libpsl-dev", "publicsuffix"])]
+        ),
+        .systemLibrary(
             name: "CCourierSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
@@ -66,8 +71,9 @@ let package = Package(
             dependencies: [.product(name: "DequeModule", package: "swift-collections")]
         ),
 
-        // Pure session policies: the task state machine, redirects, authentication, content decoding.
-        .target(name: "CourierPolicies", dependencies: ["CourierCore", "CCourierZlib", "CCourierBrotli", "CCourierOpenSSL"]),
+        // Pure session policies: the task state machine, redirects, authentication, cookies,
+        // content decoding.
+        .target(name: "CourierPolicies", dependencies: ["CourierCore", "CCourierZlib", "CCourierBrotli", "CCourierOpenSSL", "CCourierPSL"]),
 
         // IO: epoll selector, event loops, timers, sockets, resolver.
         .target(
@@ -126,10 +132,13 @@ let package = Package(
         ),
         .testTarget(name: "CourierReactorTests", dependencies: ["CourierReactor", "_CourierTestSupport"]),
         .testTarget(name: "CourierTests", dependencies: ["Courier"]),
+        // A writer of the cookie store that the crash test kills mid-transaction (debug builds
+        // only: it imports Courier's internals with @testable).
+        .executableTarget(name: "courier-store-writer", dependencies: ["Courier", "CourierPolicies"], path: "Tests/CourierStoreWriter"),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "Courier", "CourierCore", "CourierTLS", "CourierTransport", "_CourierTestSupport",
+                "Courier", "CourierCore", "CourierPolicies", "CourierTLS", "CourierTransport", "_CourierTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -58,6 +58,11 @@ let package = Package(
             dependencies: [.product(name: "CourierPolicies", package: courier)],
             path: "Sources/FuzzAuthChallenge"
         ),
+        .executableTarget(
+            name: "fuzz-set-cookie",
+            dependencies: [.product(name: "CourierPolicies", package: courier)],
+            path: "Sources/FuzzSetCookie"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

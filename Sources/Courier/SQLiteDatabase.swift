@@ -35,7 +35,7 @@ struct SQLiteError: Error, CustomStringConvertible {
 }
 
 /// One connection to an SQLite database file, for Courier's on-disk stores (the credential
-/// storage; the cookie jar and the disk cache are to follow).
+/// storage and the cookie storage; the disk cache is to follow).
 ///
 /// Not thread-safe by itself: a store keeps its connection under the store's lock and uses it
 /// only there. The connection is opened without SQLite's own mutex (`SQLITE_OPEN_NOMUTEX`),
@@ -159,12 +159,47 @@ final class SQLiteDatabase {
     /// Rows changed by the last INSERT, UPDATE or DELETE.
     var changes: Int { Int(sqlite3_changes(handle)) }
 
+    /// Brings a store's file to schema `version`: runs `schema` in a new file (user version 0)
+    /// and sets the version, accepts a file already at `version`, and refuses any other
+    /// (one from a later Courier, whose rows this code could misread) with `SQLITE_ERROR`.
+    func migrate(to version: Int64, schema: String) throws {
+        if try userVersion() == version { return }
+        try transaction {
+            // Read again under the write lock: another process may have created it meanwhile.
+            let current = try userVersion()
+            if current == version { return }
+            guard current == 0 else {
+                throw SQLiteError(code: SQLITE_ERROR, message: "Schema version \(current) is newer than this Courier's \(version).")
+            }
+            try execute(schema)
+            try setUserVersion(version)
+        }
+    }
+
     /// The error for `code`, with the connection's message.
     func failure(_ code: Int32) -> SQLiteError {
         SQLiteError(code: code, message: String(cString: sqlite3_errmsg(handle)))
     }
 
     // MARK: Files
+
+    /// Where a store moves its damaged file at `path`: `<path>.corrupt-<milliseconds since
+    /// 1970>`, next to it.
+    static func asidePath(for path: String) -> String {
+        path + ".corrupt-\(Int64(Date().timeIntervalSince1970 * 1000))"
+    }
+
+    /// Renames the damaged database file at `path` (closed) to `aside`, so that a new one can
+    /// be started in its place; true when that worked.
+    static func moveAside(_ path: String, to aside: String) -> Bool {
+        guard rename(path, aside) == 0 else { return false }
+        // The WAL goes along under the name SQLite looks for next to `aside`, so that the two
+        // can still be opened together to recover what is left. The -shm is only an index of
+        // the WAL, rebuilt when needed.
+        _ = rename(path + "-wal", aside + "-wal")
+        _ = unlink(path + "-shm")
+        return true
+    }
 
     /// Creates `directory` and its missing parents with mode 0700; existing ones are left as
     /// they are.
@@ -253,6 +288,11 @@ final class SQLiteStatement {
         try check(result)
     }
 
+    /// Binds a floating-point number. SQLite has no NaN: a NaN is bound as NULL.
+    func bind(_ value: Double, at index: Int32) throws {
+        try check(sqlite3_bind_double(handle, index, value))
+    }
+
     /// Binds NULL.
     func bindNull(at index: Int32) throws {
         try check(sqlite3_bind_null(handle, index))
@@ -287,6 +327,18 @@ final class SQLiteStatement {
 
     func isNull(at column: Int32) -> Bool {
         sqlite3_column_type(handle, column) == SQLITE_NULL
+    }
+
+    /// The column's storage class: `SQLITE_INTEGER`, `SQLITE_FLOAT`, `SQLITE_TEXT`,
+    /// `SQLITE_BLOB` or `SQLITE_NULL`. Ask before reading the column: a getter that converts
+    /// the value (``text(at:)`` of a number, say) changes what this returns afterwards.
+    func storageClass(at column: Int32) -> Int32 {
+        sqlite3_column_type(handle, column)
+    }
+
+    /// The column as a floating-point number; 0 for NULL.
+    func double(at column: Int32) -> Double {
+        sqlite3_column_double(handle, column)
     }
 
     /// The column as an integer; 0 for NULL.

@@ -235,6 +235,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             guard let request else { throw URLError.courier(.unsupportedURL, "The task has no request.", url: nil) }
             transportRequest = try RequestBuilder.make(request, configuration: session.frozenConfiguration, body: source, proxy: proxy)
             if let proxy, transportRequest.origin == proxy { usedProxy = proxy }
+            addCookies(to: &transportRequest, request: request)
             sent = addAuthorization(to: &transportRequest, request: request, source: source, proxy: usedProxy)
         } catch {
             state.withLock { $0.failure = error as? URLError ?? .courier(.unknown, "\(error)", url: request?.url) }
@@ -437,6 +438,12 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     }
 
     func exchange(_ exchange: HTTPExchange, didReceiveHead head: HTTPResponseHead) {
+        // Cookies first: whatever follows this response (a redirect, a retry with a
+        // credential) carries the ones it set.
+        if head.fields.contains("Set-Cookie") {
+            let (current, request) = state.withLock { state in (state.exchange === exchange, state.request) }
+            if current, let url = request?.url { storeCookies(from: head, url: url, request: request) }
+        }
         var confirmed = false
         let actions = state.withLock { state -> TaskStateMachine.Actions in
             guard state.exchange === exchange, let url = state.request?.url else { return TaskStateMachine.Actions() }

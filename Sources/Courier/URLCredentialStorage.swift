@@ -487,7 +487,8 @@ final class CredentialDatabase: @unchecked Sendable {
         self.url = url
         self.database = try SQLiteDatabase(url: url, fileMode: 0o600)
         try database.execute("PRAGMA secure_delete = ON")
-        try migrate()
+        // Creates the table in a new file; accepts a file of this version; refuses a newer one.
+        try database.migrate(to: Self.schemaVersion, schema: Self.schema)
     }
 
     /// What opening the file gave.
@@ -508,8 +509,8 @@ final class CredentialDatabase: @unchecked Sendable {
         do {
             return try openAndRead(url)
         } catch let error as SQLiteError where error.isCorruption {
-            let aside = url.path + ".corrupt-\(Int64(Date().timeIntervalSince1970 * 1000))"
-            guard moveAside(url.path, to: aside) else {
+            let aside = SQLiteDatabase.asidePath(for: url.path)
+            guard SQLiteDatabase.moveAside(url.path, to: aside) else {
                 logger.warning("The credential store \(url.path) is damaged (\(error.message)) and cannot be moved aside; credentials are kept in memory.")
                 return .unavailable
             }
@@ -537,32 +538,6 @@ final class CredentialDatabase: @unchecked Sendable {
         }
         logger.warning("Cannot open the credential store \(url.path) (\(error)); credentials are kept in memory.")
         return .unavailable
-    }
-
-    /// Renames a damaged file to `aside`; true when that worked.
-    private static func moveAside(_ path: String, to aside: String) -> Bool {
-        guard rename(path, aside) == 0 else { return false }
-        // The WAL goes along under the name SQLite looks for next to `aside`, so that the two
-        // can still be opened together to recover what is left. The -shm is only an index of
-        // the WAL, rebuilt when needed.
-        _ = rename(path + "-wal", aside + "-wal")
-        _ = unlink(path + "-shm")
-        return true
-    }
-
-    /// Creates the table in a new file; accepts a file of this version; refuses a newer one.
-    private func migrate() throws {
-        if try database.userVersion() == Self.schemaVersion { return }
-        try database.transaction {
-            // Read again under the write lock: another process may have created it meanwhile.
-            let version = try database.userVersion()
-            if version == Self.schemaVersion { return }
-            guard version == 0 else {
-                throw SQLiteError(code: SQLITE_ERROR, message: "Schema version \(version) is newer than this Courier's \(Self.schemaVersion).")
-            }
-            try database.execute(Self.schema)
-            try database.setUserVersion(Self.schemaVersion)
-        }
     }
 
     /// Every stored credential, ordered by user.

@@ -73,6 +73,15 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     /// each ephemeral one. Nil: no storage. A copy of the configuration (and so a session made
     /// from it) shares the same storage object.
     open var urlCredentialStorage: URLCredentialStorage?
+    /// The cookie jar of the session's requests: ``HTTPCookieStorage/shared`` for a default
+    /// configuration, a new jar in memory for each ephemeral one. Nil: no cookies.
+    open var httpCookieStorage: HTTPCookieStorage?
+    /// Whether requests carry the storage's cookies (and a request's own
+    /// `httpShouldHandleCookies` agrees); true by default. Responses' cookies are stored by
+    /// `httpCookieAcceptPolicy` either way.
+    open var httpShouldSetCookies = true
+    /// Which cookies responses may set: `.onlyFromMainDocumentDomain` by default, as Apple's.
+    open var httpCookieAcceptPolicy = HTTPCookie.AcceptPolicy.onlyFromMainDocumentDomain
     /// Internal: an HTTP proxy for `http` requests (see `URLSession.httpProxy`), set by tests.
     var httpProxyForTesting: Origin?
     /// Accepted; ignored (HTTP/1.1 pipelining is never used).
@@ -100,10 +109,12 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
         self.kind = kind
         switch kind {
         case .default:
-            // Cheap: the shared storage opens its file on first use, not here.
+            // Cheap: the shared storages open their files on first use, not here.
             urlCredentialStorage = URLCredentialStorage.shared
+            httpCookieStorage = HTTPCookieStorage.shared
         case .ephemeral:
             urlCredentialStorage = URLCredentialStorage(store: .memory)
+            httpCookieStorage = HTTPCookieStorage(store: .memory)
         }
         super.init()
     }
@@ -142,6 +153,9 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
         copy.courierMaximumRetryAttempts = courierMaximumRetryAttempts
         copy.urlCredentialStorage = urlCredentialStorage
         copy.httpProxyForTesting = httpProxyForTesting
+        copy.httpCookieStorage = httpCookieStorage
+        copy.httpShouldSetCookies = httpShouldSetCookies
+        copy.httpCookieAcceptPolicy = httpCookieAcceptPolicy
         copy.tlsMinimumSupportedProtocolVersion = tlsMinimumSupportedProtocolVersion
         copy.tlsMaximumSupportedProtocolVersion = tlsMaximumSupportedProtocolVersion
         copy.httpShouldUsePipelining = httpShouldUsePipelining

@@ -63,6 +63,37 @@ struct CourierCommand: AsyncParsableCommand {
     @Flag(name: .customLong("anyauth"), help: "With -u: answer the strongest scheme the server offers (Digest over Basic).")
     var anyAuth = false
 
+    @Option(name: [.customShort("b"), .customLong("cookie")], help: "\"NAME=VALUE; …\" sent as the Cookie field, or a cookie file (Netscape format) to start from; turns cookie handling on.")
+    var cookie: String?
+
+    @Option(name: [.customShort("c"), .customLong("cookie-jar")], help: "Write every cookie to this file (Netscape format; - for standard output) when done; turns cookie handling on.")
+    var cookieJar: String?
+
+    @Flag(name: [.customShort("j"), .customLong("junk-session-cookies")], help: "With -b FILE: leave out the file's session cookies (start a new session).")
+    var junkSessionCookies = false
+
+    /// The cookie storage of -b FILE and -c (nil without them); -b NAME=VALUE sets the
+    /// request's Cookie field instead.
+    func cookieEngine(for request: inout URLRequest) throws -> HTTPCookieStorage? {
+        var storage: HTTPCookieStorage?
+        if let cookie {
+            if cookie.contains("=") {
+                request.setValue(cookie, forHTTPHeaderField: "Cookie")
+            } else {
+                storage = URLSessionConfiguration.ephemeral.httpCookieStorage
+                // curl: -b with a file that cannot be read only turns the engine on.
+                if !cookie.isEmpty, FileManager.default.fileExists(atPath: cookie) {
+                    let cookies = try CookieFile.read(cookie, junkSessionCookies: junkSessionCookies)
+                    for loaded in cookies { storage?.setCookie(loaded) }
+                }
+            }
+        }
+        if cookieJar != nil && storage == nil {
+            storage = URLSessionConfiguration.ephemeral.httpCookieStorage
+        }
+        return storage
+    }
+
     /// The credential of -u and the scheme options; nil without -u.
     func authentication() throws -> Transfer.Authentication? {
         let modes = [basic, digest, anyAuth].filter { $0 }.count
@@ -138,11 +169,24 @@ struct CourierCommand: AsyncParsableCommand {
         let transfer = Transfer(sink: sink, include: include, verbose: verbose, trust: trust, followsRedirects: location, authentication: authentication)
         let configuration = URLSessionConfiguration.ephemeral
         if let maxTime { configuration.timeoutIntervalForResource = maxTime }
+        // As curl: no cookie engine unless -b FILE or -c asks for one (a cookie set on a
+        // redirect is not sent to the next hop otherwise); -b NAME=VALUE is only a field.
+        let cookieStorage = try cookieEngine(for: &request)
+        configuration.httpCookieStorage = cookieStorage
+        configuration.httpCookieAcceptPolicy = .always
         let session = URLSession(configuration: configuration, delegate: transfer, delegateQueue: nil)
         let task = uploadFile.map { session.uploadTask(with: request, fromFile: $0) } ?? session.dataTask(with: request)
         let outcome = await transfer.run(task)
         session.finishTasksAndInvalidate()
         sink.close()
+        if let cookieJar, let cookieStorage {
+            do {
+                try CookieFile.write(cookieStorage.cookies ?? [], to: cookieJar)
+            } catch {
+                FileHandle.standardError.write(Data("courier: \(error)\n".utf8))
+                throw ExitCode(23)
+            }
+        }
         if let trustFailure = outcome.trustFailure {
             FileHandle.standardError.write(Data("courier: the server certificate is not trusted by \(caCertificates ?? "the given CA file"): \(trustFailure)\n".utf8))
             throw ExitCode(1)

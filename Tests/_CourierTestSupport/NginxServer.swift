@@ -187,6 +187,12 @@ public final class NginxServer: Sendable {
             gzip_vary on;
         }
         location /static-gz/ { gzip_static on; }
+        location /cookie/ {
+            location = /cookie/set { add_header Set-Cookie "nginx=host-only; Path=/"; add_header Set-Cookie "lasting=1; Max-Age=3600; Path=/cookie"; return 204; }
+            location = /cookie/secure { add_header Set-Cookie "guarded=1; Secure; HttpOnly; Path=/"; return 204; }
+            location = /cookie/expire { add_header Set-Cookie "nginx=gone; Max-Age=0; Path=/"; return 204; }
+            return 404;
+        }
         location /basic/ {
             auth_basic "Courier nginx";
             auth_basic_user_file \(directory.path)/htpasswd;

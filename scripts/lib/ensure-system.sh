@@ -3,7 +3,7 @@
 # Usage: ensure-system.sh build|test
 set -euo pipefail
 
-build_packages=(libssl-dev libnghttp2-dev zlib1g-dev libbrotli-dev libsqlite3-dev pkg-config)
+build_packages=(libssl-dev libnghttp2-dev zlib1g-dev libbrotli-dev libsqlite3-dev libpsl-dev publicsuffix pkg-config)
 test_packages=(nginx libnginx-mod-http-js nghttp2-server openssl)
 
 wanted=("${build_packages[@]}")

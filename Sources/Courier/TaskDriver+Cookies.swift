@@ -1,0 +1,34 @@
+import CourierCore
+import CourierTransport
+import Foundation
+
+/// Cookies on the way out and in (the bridge stage): every request of a task carries the
+/// cookies of the configuration's `httpCookieStorage` that match it, and every response —
+/// a redirect and a 401 included — has its `Set-Cookie` fields stored before anything follows
+/// it, so a cookie set on one hop goes with the next.
+extension TaskDriver {
+    /// Adds the jar's cookies to the request's `Cookie` field, after the caller's own.
+    func addCookies(to transportRequest: inout TransportRequest, request: URLRequest) {
+        let configuration = session.frozenConfiguration
+        guard configuration.httpShouldSetCookies, request.httpShouldHandleCookies,
+              let storage = configuration.httpCookieStorage, let url = request.url,
+              let jarCookies = storage.cookieField(for: url, mainDocumentURL: request.mainDocumentURL) else { return }
+        if let callerCookies = transportRequest.head.fields.combined("Cookie"), !callerCookies.isEmpty {
+            transportRequest.head.fields.set(name: "Cookie", value: callerCookies + "; " + jarCookies)
+        } else {
+            transportRequest.head.fields.set(name: "Cookie", value: jarCookies)
+        }
+    }
+
+    /// Stores the cookies a response head sets, as the configuration's accept policy allows.
+    func storeCookies(from head: HTTPResponseHead, url: URL, request: URLRequest?) {
+        let configuration = session.frozenConfiguration
+        guard request?.httpShouldHandleCookies ?? true, let storage = configuration.httpCookieStorage else { return }
+        let fields = head.fields.values("Set-Cookie")
+        guard !fields.isEmpty else { return }
+        let refusals = storage.storeResponseCookies(fields, for: url, mainDocumentURL: request?.mainDocumentURL, policy: configuration.httpCookieAcceptPolicy)
+        if !refusals.isEmpty {
+            logger.debug("cookies refused", metadata: ["task": "\(identifier)", "reasons": "\(refusals.joined(separator: "; "))"])
+        }
+    }
+}
