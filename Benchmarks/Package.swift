@@ -59,6 +59,15 @@ let package = Package(
             ],
             path: "Sources/ParserBench"
         ),
+        .executableTarget(
+            name: "cookie-bench",
+            dependencies: [
+                .product(name: "Courier", package: courier),
+                .product(name: "CourierPolicies", package: courier),
+                "BenchSupport",
+            ],
+            path: "Sources/CookieBench"
+        ),
         .target(name: "CMallocCounter", path: "Sources/CMallocCounter"),
         .target(name: "BenchSupport", path: "Sources/BenchSupport"),
     ],

@@ -301,6 +301,8 @@ def main():
                 rec("W4 tls", "AsyncHTTPClient", runner.swift_client, "ahc-bench", "w4", url, W4_CONNECTIONS, env=tls)
                 rec("W4 tls", "curl", runner.curl_many, url, W4_CONNECTIONS)
         micro = json.loads(runner.run([os.path.join(BIN, "parser-bench")])[0]) if "W1" in only and not wanted else {}
+        if "COOKIES" in only:
+            micro["cookie lookup"] = json.loads(runner.run([os.path.join(BIN, "cookie-bench")])[0])
     finally:
         nginx.send_signal(signal.SIGQUIT)
         nginx.wait()
@@ -368,9 +370,16 @@ def markdown(document):
             lines.append(f"| {workload} | {client} | {entry['requestsPerSecond']:.0f} | {ratio} | {entry['cpuMicrosecondsPerRequest']:.1f} | "
                          f"{entry.get('MBps', 0):.0f} | {entry['peakRSSMB']:.1f} | {entry.get('connectionsUsed', '')} | "
                          f"{entry.get('allocationsPerRequest', '')} |")
-    if document.get("parser"):
+    cookies = (document.get("parser") or {}).get("cookie lookup")
+    if cookies:
+        lines += ["", f"Cookie lookup: the cookies for one request in a jar of {cookies['cookies']:,} cookies across {cookies['domains']} domains:", "",
+                  "| level | ns/lookup | cookies matched |", "|---|---:|---:|",
+                  f"| CookieJar + Cookie field (per request in a session) | {cookies['jar']['nsPerLookup']:.0f} | {cookies['jar']['cookiesPerLookup']:.0f} |",
+                  f"| HTTPCookieStorage.cookies(for:) | {cookies['storage']['nsPerLookup']:.0f} | {cookies['storage']['cookiesPerLookup']:.0f} |"]
+    parsers = {name: entry for name, entry in (document.get("parser") or {}).items() if name != "cookie lookup"}
+    if parsers:
         lines += ["", "Parser micro-benchmarks (same input bytes):", "", "| input | parser | ns/response | MB/s |", "|---|---|---:|---:|"]
-        for name, entry in sorted(document["parser"].items()):
+        for name, entry in sorted(parsers.items()):
             for parser in ["courier", "http-parser"]:
                 lines.append(f"| {name} | {parser} | {entry[parser]['nsPerResponse']:.0f} | {entry[parser]['MBps']:.0f} |")
     lines += ["", "W1: 20,000 sequential GETs of 100 B on one connection (FoundationNetworking: 5,000). W2: 20,000 GETs, 32 in flight "

@@ -81,33 +81,28 @@ public enum CookieRejection: Error, Sendable, Equatable, CustomStringConvertible
 
 /// The request a cookie comes from or goes to.
 public struct CookieContext: Sendable {
-    public var url: URL
+    public let url: URL
     /// False for an API that is not HTTP (`HTTPCookieStorage.setCookie` by a program):
     /// HttpOnly cookies are neither set nor read through it.
     public var isHTTP: Bool
     /// The site the request is made for (`URLRequest.mainDocumentURL`); nil: the request's own
     /// (same-site).
     public var siteForCookies: URL?
+    /// The host, lowercased, without IPv6 brackets (read from the URL once: a lookup asks
+    /// for it several times).
+    public let host: String?
+    /// https, or a loopback host (which cannot be intercepted): the origins `Secure` cookies
+    /// are set from and sent to.
+    public let isSecure: Bool
 
     public init(url: URL, isHTTP: Bool = true, siteForCookies: URL? = nil) {
         self.url = url
         self.isHTTP = isHTTP
         self.siteForCookies = siteForCookies
-    }
-
-    /// The host, lowercased, without IPv6 brackets.
-    public var host: String? {
-        guard var host = url.host(percentEncoded: false), !host.isEmpty else { return nil }
-        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        return host.lowercased()
-    }
-
-    /// https, or a loopback host (which cannot be intercepted): the origins `Secure` cookies
-    /// are set from and sent to.
-    public var isSecure: Bool {
-        if url.scheme?.lowercased() == "https" { return true }
-        guard let host else { return false }
-        return CookieJar.isLoopback(host)
+        var host = url.host(percentEncoded: false)
+        if let bracketed = host, bracketed.hasPrefix("[") && bracketed.hasSuffix("]") { host = String(bracketed.dropFirst().dropLast()) }
+        self.host = host.flatMap { $0.isEmpty ? nil : $0.lowercased() }
+        self.isSecure = url.scheme?.lowercased() == "https" || (self.host.map(CookieJar.isLoopback) ?? false)
     }
 
     /// The path used for matching: the URL's path as sent, "/" when empty.
@@ -343,11 +338,18 @@ public struct CookieJar: Sendable {
 
     // MARK: Retrieving
 
+    /// How stale a last-access time may be before a lookup writes it again: it only orders
+    /// evictions, and writing it on every request would cost more than the lookup.
+    public static let lastAccessResolution: TimeInterval = 60
+
     /// The cookies to send with a request (§5.8.3), in the order they go in the `Cookie`
-    /// field: longer paths first, then earlier creation. Their last-access time becomes `now`.
+    /// field: longer paths first, then earlier creation. Their last-access time becomes `now`
+    /// (to within ``lastAccessResolution``).
     public mutating func cookies(for context: CookieContext, now: Date, suffixes: any PublicSuffixes) -> [StoredCookie] {
         let matching = matchingCookies(for: context, now: now, suffixes: suffixes)
-        for cookie in matching { buckets[cookie.domain]?[cookie.key]?.lastAccess = now }
+        for cookie in matching where now.timeIntervalSince(cookie.lastAccess) >= Self.lastAccessResolution {
+            buckets[cookie.domain]?[cookie.key]?.lastAccess = now
+        }
         return matching
     }
 
@@ -371,7 +373,9 @@ public struct CookieJar: Sendable {
         for domain in domains {
             guard let bucket = buckets[domain] else { continue }
             for cookie in bucket.values {
-                if cookie.hostOnly ? cookie.domain != host : !Self.domainMatches(host, cookie.domain) { continue }
+                // The buckets looked at are the host's own and the domains above a name, so a
+                // domain cookie in them domain-matches the host; a host-only one must be its.
+                if cookie.hostOnly && cookie.domain != host { continue }
                 if !Self.pathMatches(path, cookie.path) { continue }
                 if cookie.secure && !secure { continue }
                 if cookie.httpOnly && !context.isHTTP { continue }
@@ -430,10 +434,27 @@ public struct CookieJar: Sendable {
         return String(path[..<last])
     }
 
+    /// An IPv6 literal (any ':') or a dotted IPv4 address; one pass over the bytes (this runs
+    /// for every request that looks for cookies).
     static func isIPAddress(_ host: String) -> Bool {
-        if host.contains(":") { return true }
-        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts.allSatisfy { part in !part.isEmpty && part.count <= 3 && part.allSatisfy(\.isASCII) && part.allSatisfy(\.isNumber) && Int(part)! <= 255 }
+        var dots = 0
+        var digits = 0
+        var value = 0
+        for byte in host.utf8 {
+            if byte == UInt8(ascii: ":") { return true }
+            if byte == UInt8(ascii: ".") {
+                guard digits > 0 else { return false }
+                dots += 1
+                digits = 0
+                value = 0
+                continue
+            }
+            guard byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") else { return false }
+            digits += 1
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+            guard digits <= 3, value <= 255 else { return false }
+        }
+        return dots == 3 && digits > 0
     }
 
     /// localhost (and its subdomains), 127.0.0.0/8 and ::1.

@@ -295,6 +295,20 @@ struct AuthenticationTests {
         #expect(answerer.challenges.count == 1)
     }
 
+    @Test("httpbin stale_after: a stale nonce is answered again without the delegate (httpbin tracks it in cookies)")
+    func httpbinStale() async throws {
+        let answerer = ChallengeAnswerer(user: "sam", password: "pw", persistence: .forSession)
+        let session = URLSession(configuration: configuration(), delegate: answerer, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let url = httpbin.url("/digest-auth/auth/sam/pw/SHA-256/1")
+        for _ in 0..<3 {
+            let (_, response) = try await session.data(from: url)
+            #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        }
+        // Asked once; the stale nonces after that were answered with the same credential.
+        #expect(answerer.challenges.count == 1)
+    }
+
     @Test("httpbin Digest auth-int (httpbin takes GET only there: the empty body's hash)", arguments: [Delivery.completionHandler, .asyncData])
     func digestIntegrity(_ delivery: Delivery) async throws {
         let request = URLRequest(url: httpbin.url("/digest-auth/auth-int/grace/pw/SHA-256"))
