@@ -59,7 +59,7 @@ final class CookieDatabase: @unchecked Sendable {
             comment_url TEXT,
             version INTEGER NOT NULL,
             port_list TEXT,
-            PRIMARY KEY (name, domain, path)
+            PRIMARY KEY (name, domain, path, host_only)
         );
         CREATE INDEX IF NOT EXISTS cookies_expiry ON cookies (expiry);
         """
@@ -92,7 +92,7 @@ final class CookieDatabase: @unchecked Sendable {
         }
 
         /// True for the columns of the key: an upsert finds the row by them and never changes them.
-        var isKey: Bool { self == .name || self == .domain || self == .path }
+        var isKey: Bool { self == .name || self == .domain || self == .path || self == .hostOnly }
 
         /// Its index among the results of ``CookieDatabase/selectAll``.
         var result: Int32 { rawValue }
@@ -110,11 +110,11 @@ final class CookieDatabase: @unchecked Sendable {
     private static let upsert: String = {
         let parameters = Column.allCases.map { "?\($0.parameter)" }.joined(separator: ", ")
         let updates = Column.allCases.filter { !$0.isKey }.map { "\($0.sqlName) = excluded.\($0.sqlName)" }.joined(separator: ", ")
-        return "INSERT INTO cookies (\(Column.list)) VALUES (\(parameters)) ON CONFLICT (name, domain, path) DO UPDATE SET \(updates)"
+        return "INSERT INTO cookies (\(Column.list)) VALUES (\(parameters)) ON CONFLICT (name, domain, path, host_only) DO UPDATE SET \(updates)"
     }()
 
-    /// Deletes the row with the key bound to ?1 (name), ?2 (domain), ?3 (path).
-    private static let deleteKey = "DELETE FROM cookies WHERE name = ?1 AND domain = ?2 AND path = ?3"
+    /// Deletes the row with the key bound to ?1 (name), ?2 (domain), ?3 (path), ?4 (host-only).
+    private static let deleteKey = "DELETE FROM cookies WHERE name = ?1 AND domain = ?2 AND path = ?3 AND host_only = ?4"
 
     /// The file.
     let url: URL
@@ -215,6 +215,7 @@ final class CookieDatabase: @unchecked Sendable {
         try statement.bind(key.name, at: 1)
         try statement.bind(key.domain, at: 2)
         try statement.bind(key.path, at: 3)
+        try statement.bind(Int64(key.hostOnly ? 1 : 0), at: 4)
         try statement.run()
     }
 

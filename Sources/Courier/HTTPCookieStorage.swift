@@ -220,12 +220,12 @@ open class HTTPCookieStorage: NSObject, @unchecked Sendable {
 
     /// The `Cookie` field for a request; nil when no cookie matches.
     func cookieField(for url: URL, mainDocumentURL: URL?) -> String? {
+        // An empty jar (the common case for many programs) costs one look under the lock;
+        // reading the URL's host and the clock waits until there is something to match.
+        guard !withLoadedState({ $0.jar.isEmpty }) else { return nil }
         let now = Date()
         let context = CookieContext(url: url, isHTTP: true, siteForCookies: mainDocumentURL)
-        let stored = withLoadedState { state -> [StoredCookie] in
-            guard !state.jar.isEmpty else { return [] }
-            return state.jar.cookies(for: context, now: now, suffixes: suffixes)
-        }
+        let stored = withLoadedState { $0.jar.cookies(for: context, now: now, suffixes: suffixes) }
         return CookieJar.cookieHeader(stored)
     }
 

@@ -103,18 +103,23 @@ public struct StoredCookie: Sendable, Equatable, Hashable {
     /// A session cookie lives as long as its storage and is never persisted.
     public var isSessionOnly: Bool { expiry == nil }
 
-    /// What identifies a cookie in a jar: a second cookie with the same key replaces it.
-    public var key: Key { Key(name: name, domain: domain, path: path) }
+    /// What identifies a cookie in a jar: a second cookie with the same key replaces it
+    /// (RFC 6265bis §5.7: name, domain, host-only flag and path — a host-only cookie and a
+    /// domain cookie for the same domain are two cookies, as Apple's ".example.com" and
+    /// "example.com" are).
+    public var key: Key { Key(name: name, domain: domain, path: path, hostOnly: hostOnly) }
 
     public struct Key: Sendable, Hashable {
         public var name: String
         public var domain: String
         public var path: String
+        public var hostOnly: Bool
 
-        public init(name: String, domain: String, path: String) {
+        public init(name: String, domain: String, path: String, hostOnly: Bool = true) {
             self.name = name
             self.domain = domain
             self.path = path
+            self.hostOnly = hostOnly
         }
     }
 }

@@ -62,6 +62,8 @@ public enum CookieRejection: Error, Sendable, Equatable, CustomStringConvertible
     case sameSiteNoneWithoutSecure
     /// A SameSite Strict or Lax cookie from a cross-site request.
     case crossSite
+    /// A `Domain` that is not ASCII (RFC 6265bis §5.7 step 8: it must be an A-label).
+    case nonASCIIDomain(String)
 
     public var description: String {
         switch self {
@@ -75,6 +77,7 @@ public enum CookieRejection: Error, Sendable, Equatable, CustomStringConvertible
         case .prefixRequirements(let name): return "\(name) does not meet its prefix's requirements"
         case .sameSiteNoneWithoutSecure: return "SameSite=None without Secure"
         case .crossSite: return "a SameSite cookie from a cross-site request"
+        case .nonASCIIDomain(let domain): return "the Domain \(domain) is not ASCII"
         }
     }
 }
@@ -116,8 +119,13 @@ public struct CookieContext: Sendable {
 /// as a value with no clock and no I/O (`now` and the public suffix list are passed in).
 ///
 /// Limits: at most ``Limits/perDomain`` cookies per domain and ``Limits/total`` in all; past
-/// them the least recently used go first (expired ones before anything). An expiry is capped
-/// at 400 days from when it was set (§5.6.1).
+/// them expired cookies go first, then those without `Secure`, the least recently used first.
+/// An expiry is capped at 400 days from when it was set (§5.6.1).
+///
+/// A cookie without `SameSite` (the RFC's "Default") is treated like `None`, as Apple's URL
+/// Loading System treats it: stored from and sent with cross-site requests. The RFC lets a user
+/// agent enforce Lax instead, as browsers do; a URLSession is no browser, and most of its
+/// requests have no `mainDocumentURL` to be cross-site to.
 public struct CookieJar: Sendable {
     public struct Limits: Sendable, Equatable {
         /// Cookies kept per `domain` field; 180 (Chromium's figure; the RFC asks for at least 50).
@@ -192,6 +200,7 @@ public struct CookieJar: Sendable {
         }
 
         var domain = setCookie.domain ?? ""
+        guard domain.utf8.allSatisfy({ $0 < 0x80 }) else { throw .nonASCIIDomain(domain) }
         if !domain.isEmpty, suffixes.isPublicSuffix(domain) {
             // A Domain naming a public suffix is allowed only as the host itself (host-only).
             guard domain == host else { throw .publicSuffix(domain) }
@@ -215,7 +224,8 @@ public struct CookieJar: Sendable {
            isCrossSite(context, suffixes: suffixes) {
             throw .crossSite
         }
-        try checkPrefixes(name: setCookie.name, value: setCookie.value, secure: setCookie.secure, hostOnly: hostOnly, path: path)
+        // `__Host-` asks for a Path attribute of "/", not merely a default path that is "/".
+        try checkPrefixes(name: setCookie.name, value: setCookie.value, secure: setCookie.secure, hostOnly: hostOnly, path: setCookie.path)
 
         return StoredCookie(
             name: setCookie.name, value: setCookie.value, domain: domain, hostOnly: hostOnly, path: path, expiry: expiry,
@@ -226,7 +236,7 @@ public struct CookieJar: Sendable {
 
     /// `__Secure-` needs Secure; `__Host-` needs Secure, no Domain and Path "/". Compared
     /// without case (RFC 6265bis §4.1.3), and a nameless cookie may not look like one.
-    static func checkPrefixes(name: String, value: String, secure: Bool, hostOnly: Bool, path: String) throws(CookieRejection) {
+    static func checkPrefixes(name: String, value: String, secure: Bool, hostOnly: Bool, path: String?) throws(CookieRejection) {
         func hasPrefix(_ text: String, _ prefix: String) -> Bool {
             text.utf8.count >= prefix.utf8.count && text.prefix(prefix.count).lowercased() == prefix.lowercased()
         }
@@ -246,14 +256,15 @@ public struct CookieJar: Sendable {
         let cookie = try Self.makeCookie(setCookie, context: context, now: now, suffixes: suffixes)
         if !cookie.secure && !context.isSecure {
             // An insecure origin may not shadow a Secure cookie of the same name (§5.7 step 16).
+            // An expired cookie is as good as gone (§5.7: it may be evicted at any time).
             let shadows = cookies.contains { existing in
-                existing.name == cookie.name && existing.secure
+                existing.name == cookie.name && existing.secure && !Self.isExpired(existing, now: now)
                     && (Self.domainMatches(existing.domain, cookie.domain) || Self.domainMatches(cookie.domain, existing.domain))
                     && Self.pathMatches(cookie.path, existing.path)
             }
             if shadows { throw .wouldShadowSecureCookie }
         }
-        if let existing = self.cookie(cookie.key), existing.httpOnly && !context.isHTTP {
+        if let existing = self.cookie(cookie.key), existing.httpOnly && !context.isHTTP && !Self.isExpired(existing, now: now) {
             throw .wouldReplaceHttpOnlyCookie
         }
         return insert(cookie, now: now)
@@ -267,7 +278,9 @@ public struct CookieJar: Sendable {
         var change = Change()
         var cookie = cookie
         if let existing = take(cookie.key) {
-            cookie.creation = existing.creation
+            // A replacement keeps the creation time (and so its place in the order); an
+            // expired cookie was gone already and leaves nothing behind.
+            if !Self.isExpired(existing, now: now) { cookie.creation = existing.creation }
             change.removed.append(existing)
         }
         if let expiry = cookie.expiry, expiry <= now {
@@ -324,11 +337,14 @@ public struct CookieJar: Sendable {
         return evicted
     }
 
+    /// §5.7's order of removal: expired cookies, then those without `Secure`, then the rest;
+    /// the least recently used first within each.
     private mutating func evict(from candidates: [StoredCookie], count: Int, now: Date, keep: StoredCookie.Key) -> [StoredCookie] {
         let order = candidates.filter { $0.key != keep }.sorted { lhs, rhs in
-            let lhsExpired = lhs.expiry.map { $0 <= now } ?? false
-            let rhsExpired = rhs.expiry.map { $0 <= now } ?? false
+            let lhsExpired = Self.isExpired(lhs, now: now)
+            let rhsExpired = Self.isExpired(rhs, now: now)
             if lhsExpired != rhsExpired { return lhsExpired }
+            if lhs.secure != rhs.secure { return !lhs.secure }
             return lhs.lastAccess < rhs.lastAccess
         }
         let victims = Array(order.prefix(count))
@@ -405,6 +421,10 @@ public struct CookieJar: Sendable {
     public static func cookieHeader(_ cookies: [StoredCookie]) -> String? {
         guard !cookies.isEmpty else { return nil }
         return cookies.map { $0.name.isEmpty ? $0.value : "\($0.name)=\($0.value)" }.joined(separator: "; ")
+    }
+
+    static func isExpired(_ cookie: StoredCookie, now: Date) -> Bool {
+        cookie.expiry.map { $0 <= now } ?? false
     }
 
     // MARK: Rules of RFC 6265bis §5.1
