@@ -76,6 +76,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         /// The HTTP proxy the current exchange goes through; nil: direct.
         var proxy: Origin?
         var authentication = AuthenticationState()
+        var cache = CacheState()
     }
 
     /// Largest redirect body kept aside while the delegate decides; a larger one is not
@@ -237,6 +238,15 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             if let proxy, transportRequest.origin == proxy { usedProxy = proxy }
             addCookies(to: &transportRequest, request: request)
             sent = addAuthorization(to: &transportRequest, request: request, source: source, proxy: usedProxy)
+            switch consultCache(request, transportRequest: &transportRequest) {
+            case .send:
+                break
+            case .answer(let stored):
+                answerFromCache(stored)
+                return
+            case .fail(let error):
+                throw error
+            }
         } catch {
             state.withLock { $0.failure = error as? URLError ?? .courier(.unknown, "\(error)", url: request?.url) }
             run(state.withLock { $0.machine.handle(.exchangeFailed) })
@@ -298,9 +308,10 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
 
     /// Hands the current response to the sink, with a decoder for its content codings.
     private func deliverResponse() {
-        guard let response = state.withLock({ $0.response }) else { return }
+        guard let (response, fromCache) = state.withLock({ state in state.response.map { ($0, state.cache.answeredFromCache) } }) else { return }
         var decoder: ContentDecoder?
-        if let coding = response.value(forHTTPHeaderField: "Content-Encoding"),
+        // A body from the cache was stored as delivered: decoded already.
+        if !fromCache, let coding = response.value(forHTTPHeaderField: "Content-Encoding"),
            let codings = ContentCoding.codings(fromContentEncoding: coding), !codings.isEmpty {
             decoder = ContentDecoder(codings: codings, limits: session.frozenConfiguration.courierContentDecodingLimits)
         }
@@ -324,8 +335,10 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         if let decoder {
             do throws(ContentDecodingError) {
                 var decoded: Int64 = 0
+                let collecting = state.withLock { $0.cache.collected != nil }
                 try decoder.decode(bytes) { output in
                     decoded += Int64(output.count)
+                    if collecting { state.withLock { collectForCache(output, in: &$0) } }
                     if failure == nil { failure = sink.receive(output, from: exchange, driver: self) }
                 }
                 state.withLock { $0.decodedBytes += decoded }
@@ -344,6 +357,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         var failure: URLError?
         do throws(ContentDecodingError) {
             try decoder.finish { output in
+                state.withLock { collectForCache(output, in: &$0) }
                 if failure == nil { failure = sink.receive(output, from: nil, driver: self) }
             }
         } catch {
@@ -376,6 +390,16 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     private func finish(_ ending: TaskStateMachine.Ending) {
         var decodeFailure: URLError?
         if ending == .success { decodeFailure = finishDecoding() }
+        // A complete, storable response goes to the cache: through the data delegate's
+        // `willCacheResponse` where Apple asks it, else straight away.
+        var cacheProposal: (CachedURLResponse, URLRequest)?
+        if ending == .success, decodeFailure == nil, state.withLock({ $0.failure == nil }), let proposal = self.cacheProposal() {
+            if asksWillCacheResponse {
+                cacheProposal = proposal
+            } else {
+                store(proposal.0, for: proposal.1)
+            }
+        }
         let task = self.task
         let taskDelegate = Self.taskDelegate(of: task, in: session)
         let outcome = state.withLock { state -> TaskOutcome in
@@ -397,7 +421,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
                     redirectCount: state.machine.redirectCount
                 )
             }
-            return TaskOutcome(error: error, response: state.response, metrics: metrics)
+            return TaskOutcome(error: error, response: state.response, metrics: metrics, cacheProposal: cacheProposal)
         }
         task?.storage.withLock { storage in
             storage.state = .completed
@@ -438,6 +462,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     }
 
     func exchange(_ exchange: HTTPExchange, didReceiveHead head: HTTPResponseHead) {
+        var storedBody: Data?
         // Cookies first: whatever follows this response (a redirect, a retry with a
         // credential) carries the ones it set.
         if head.fields.contains("Set-Cookie") {
@@ -447,20 +472,28 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         var confirmed = false
         let actions = state.withLock { state -> TaskStateMachine.Actions in
             guard state.exchange === exchange, let url = state.request?.url else { return TaskStateMachine.Actions() }
-            let response = HTTPURLResponse(url: url, head: head)
+            var response = HTTPURLResponse(url: url, head: head)
+            if let (merged, body) = mergedNotModified(head, url: url, in: &state) {
+                // A 304 to the cache's conditional request: the stored response, refreshed.
+                response = merged
+                storedBody = body
+            } else {
+                prepareStoring(response, in: &state)
+            }
             state.response = response
-            let location = (300..<400).contains(head.status) ? head.fields.first("Location") : nil
+            let location = (300..<400).contains(response.statusCode) ? response.fields.first("Location") : nil
             let retryAfter = head.status == 429 || head.status == 503 ? head.fields.first("Retry-After") : nil
             let challenges = readChallenges(head, viaProxy: state.proxy != nil, in: &state)
             confirmed = state.authentication.confirmedServer || state.authentication.confirmedProxy
             return state.machine.handle(.responseHeadReceived(.init(
-                status: head.status, location: location, retryAfter: retryAfter, requestURL: url,
+                status: response.statusCode, location: location, retryAfter: retryAfter, requestURL: url,
                 method: state.request?.httpMethod ?? "GET", bodyIsReplayable: retryAfter == nil || Self.isReplayable(state.bodySource, state.request),
                 receivedAt: retryAfter == nil ? Date(timeIntervalSince1970: 0) : Date(), challengesAuthentication: challenges
             )))
         }
         if confirmed { rememberConfirmedCredentials() }
         run(actions)
+        if let storedBody { deliverRevalidatedBody(storedBody) }
     }
 
     func exchange(_ exchange: HTTPExchange, didReceiveBodyBytes bytes: UnsafeRawBufferPointer) {
@@ -476,7 +509,10 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             guard state.exchange === exchange else { return .stale }
             guard case .keepingBody = state.machine.state else {
                 // Undecoded bytes count now; a decoder's output is counted as it comes.
-                if state.decoder == nil { state.decodedBytes += Int64(bytes.count) }
+                if state.decoder == nil {
+                    state.decodedBytes += Int64(bytes.count)
+                    if state.cache.collected != nil { collectForCache(bytes, in: &state) }
+                }
                 return .deliver(state.decoder)
             }
             state.keptBody.append(contentsOf: bytes)

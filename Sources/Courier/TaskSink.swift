@@ -51,6 +51,9 @@ struct TaskOutcome: Sendable {
     var error: URLError?
     var response: HTTPURLResponse?
     var metrics: URLSessionTaskMetrics?
+    /// The response to offer the data delegate's `willCacheResponse` before the metrics and the
+    /// completion (then stored as it answers), for a sink that delivers through the delegate.
+    var cacheProposal: (CachedURLResponse, URLRequest)?
 }
 
 /// What an async call returns with its response: the body, or the downloaded file.
@@ -259,11 +262,22 @@ final class DelegateDataSink: TaskSink {
         let taskDelegate = driver.taskDelegate
         let session = driver.session
         guard let task = driver.task else { return }
-        driver.enqueue {
+        let finish: @Sendable () -> Void = {
             driver.reportMetrics(outcome.metrics)
             taskDelegate?.urlSession(session, task: task, didCompleteWithError: outcome.error)
             driver.taskCompleted()
         }
+        // Apple's order: the last data, `willCacheResponse`, the metrics, the completion.
+        if let (proposal, request) = outcome.cacheProposal, let dataTask = task as? URLSessionDataTask, let delegate = driver.dataDelegate {
+            driver.enqueue {
+                delegate.urlSession(session, dataTask: dataTask, willCacheResponse: proposal) { chosen in
+                    driver.store(chosen, for: request)
+                    driver.enqueue(finish)
+                }
+            }
+            return
+        }
+        driver.enqueue(finish)
     }
 }
 

@@ -6,13 +6,20 @@ import Foundation
 /// `addValue` joins values with a comma. A body is either `httpBody` or `httpBodyStream`;
 /// setting one clears the other.
 public struct URLRequest: Equatable, Hashable, @unchecked Sendable {
-    /// The cache policy of a request; `useProtocolCachePolicy` by default.
+    /// The cache policy of a request; `useProtocolCachePolicy` by default. The raw values are
+    /// Apple's (`NSURLRequestCachePolicy`), which are not in declaration order.
     public enum CachePolicy: UInt, Sendable {
+        /// The rules of the protocol: RFC 9111 freshness and revalidation for HTTP.
         case useProtocolCachePolicy = 0
+        /// Load from the origin, ignoring any cached response.
         case reloadIgnoringLocalCacheData = 1
-        case reloadIgnoringLocalAndRemoteCacheData = 2
-        case returnCacheDataElseLoad = 3
-        case returnCacheDataDontLoad = 4
+        /// Load from the origin, ignoring local and intermediate caches.
+        case reloadIgnoringLocalAndRemoteCacheData = 4
+        /// A cached response whatever its age; load only when there is none.
+        case returnCacheDataElseLoad = 2
+        /// A cached response whatever its age; fail when there is none, never load.
+        case returnCacheDataDontLoad = 3
+        /// Revalidate a cached response with the origin before using it.
         case reloadRevalidatingCacheData = 5
 
         /// Same as `reloadIgnoringLocalCacheData`.

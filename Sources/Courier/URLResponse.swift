@@ -81,6 +81,20 @@ open class HTTPURLResponse: URLResponse, @unchecked Sendable {
         )
     }
 
+    /// A response rebuilt from stored parts (the disk cache, a 304 merged into a stored
+    /// response): `fields` as they were received, repeated fields and their order kept;
+    /// `version` as ``httpVersion`` shows it ("HTTP/1.1", "HTTP/2").
+    init(url: URL, statusCode: Int, version: String, fields: HTTPFields) {
+        self.statusCode = statusCode
+        self.httpVersion = version
+        self.fields = fields
+        let contentType = Self.parseContentType(fields.first("Content-Type"))
+        super.init(
+            url: url, mimeType: contentType.mimeType,
+            expectedContentLength: Self.contentLength(fields), textEncodingName: contentType.charset
+        )
+    }
+
     /// Every header field; fields repeated in the response are joined with ", ".
     public var allHeaderFields: [AnyHashable: Any] {
         var result: [AnyHashable: Any] = [:]

@@ -82,6 +82,14 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     open var httpShouldSetCookies = true
     /// Which cookies responses may set: `.onlyFromMainDocumentDomain` by default, as Apple's.
     open var httpCookieAcceptPolicy = HTTPCookie.AcceptPolicy.onlyFromMainDocumentDomain
+    /// The cache of the session's responses: ``URLCache/shared`` for a default configuration;
+    /// for each ephemeral one, a new cache of its own that never touches the disk (4 MiB in
+    /// memory: Apple gives ephemeral sessions a memory-only cache without documenting its
+    /// size). Nil: nothing is cached. A copy of the configuration shares the same cache object.
+    open var urlCache: URLCache?
+    /// How requests use the cache when they leave it to the session
+    /// (`.useProtocolCachePolicy`, the rules of RFC 9111, by default).
+    open var requestCachePolicy: URLRequest.CachePolicy = .useProtocolCachePolicy
     /// Internal: an HTTP proxy for `http` requests (see `URLSession.httpProxy`), set by tests.
     var httpProxyForTesting: Origin?
     /// Accepted; ignored (HTTP/1.1 pipelining is never used).
@@ -112,9 +120,11 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
             // Cheap: the shared storages open their files on first use, not here.
             urlCredentialStorage = URLCredentialStorage.shared
             httpCookieStorage = HTTPCookieStorage.shared
+            urlCache = URLCache.shared
         case .ephemeral:
             urlCredentialStorage = URLCredentialStorage(store: .memory)
             httpCookieStorage = HTTPCookieStorage(store: .memory)
+            urlCache = URLCache(memoryOnlyCapacity: URLCache.ephemeralMemoryCapacity)
         }
         super.init()
     }
@@ -156,6 +166,8 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
         copy.httpCookieStorage = httpCookieStorage
         copy.httpShouldSetCookies = httpShouldSetCookies
         copy.httpCookieAcceptPolicy = httpCookieAcceptPolicy
+        copy.urlCache = urlCache
+        copy.requestCachePolicy = requestCachePolicy
         copy.tlsMinimumSupportedProtocolVersion = tlsMinimumSupportedProtocolVersion
         copy.tlsMaximumSupportedProtocolVersion = tlsMaximumSupportedProtocolVersion
         copy.httpShouldUsePipelining = httpShouldUsePipelining

@@ -94,6 +94,11 @@ public protocol URLSessionDataDelegate: URLSessionTaskDelegate {
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void)
     /// Body bytes arrived (zero or more times, in order).
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data)
+    /// The response is about to be stored in the session's cache (after the last data, before
+    /// the metrics and the completion): call `completionHandler` with it, with a replacement,
+    /// or with nil to store nothing. Not asked for ephemeral sessions. When not implemented,
+    /// the response is stored as proposed.
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, willCacheResponse proposedResponse: CachedURLResponse, completionHandler: @escaping @Sendable (CachedURLResponse?) -> Void)
 }
 
 extension URLSessionDataDelegate {
@@ -107,6 +112,14 @@ extension URLSessionDataDelegate {
 
     public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         (forwardingTarget(session, dataTask) as? URLSessionDataDelegate)?.urlSession(session, dataTask: dataTask, didReceive: data)
+    }
+
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, willCacheResponse proposedResponse: CachedURLResponse, completionHandler: @escaping @Sendable (CachedURLResponse?) -> Void) {
+        if let target = forwardingTarget(session, dataTask) as? URLSessionDataDelegate {
+            target.urlSession(session, dataTask: dataTask, willCacheResponse: proposedResponse, completionHandler: completionHandler)
+        } else {
+            completionHandler(proposedResponse)
+        }
     }
 }
 

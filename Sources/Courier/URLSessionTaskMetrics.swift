@@ -73,6 +73,19 @@ open class URLSessionTaskTransactionMetrics: NSObject, @unchecked Sendable {
     public internal(set) var resourceFetchType: URLSessionTaskMetrics.ResourceFetchType = .networkLoad
     public internal(set) var domainResolutionProtocol: URLSessionTaskMetrics.DomainResolutionProtocol = .unknown
 
+    /// The transaction of a response answered from the cache: no connection, no bytes sent.
+    init(cachedRequest request: URLRequest, response: URLResponse?, bodyBytes: Int64) {
+        self.request = request
+        self.response = response
+        super.init()
+        let now = Date()
+        fetchStartDate = now
+        responseStartDate = now
+        responseEndDate = now
+        countOfResponseBodyBytesAfterDecoding = bodyBytes
+        resourceFetchType = .localCache
+    }
+
     init(request: URLRequest, response: URLResponse?, metrics: ExchangeMetrics, bodyBytesAfterDecoding: Int64) {
         self.request = request
         self.response = response

@@ -45,32 +45,7 @@ public struct RetryPolicy: Sendable, Equatable {
         if !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
             return Double(text.prefix(10)) // ten digits is over 300 years: more is noise
         }
-        guard let date = imfFixdate(text) else { return nil }
+        guard let date = HTTPDate.parseIMFFixdate(text) else { return nil }
         return max(0, date.timeIntervalSince(now))
-    }
-
-    /// Parses an IMF-fixdate (RFC 9110 section 5.6.7) without locale or time-zone state.
-    static func imfFixdate(_ text: String) -> Date? {
-        let parts = text.split(separator: " ")
-        guard parts.count == 6, parts[0].count == 4, parts[0].hasSuffix(","), parts[5] == "GMT",
-              let day = Int(parts[1]), let year = Int(parts[3]),
-              let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].firstIndex(of: String(parts[2])) else {
-            return nil
-        }
-        let time = parts[4].split(separator: ":").compactMap { Int($0) }
-        guard time.count == 3, (1...31).contains(day), (0...23).contains(time[0]), (0...59).contains(time[1]), (0...60).contains(time[2]) else {
-            return nil
-        }
-        var components = DateComponents()
-        components.year = year
-        components.month = month + 1
-        components.day = day
-        components.hour = time[0]
-        components.minute = time[1]
-        components.second = time[2]
-        var calendar = Calendar(identifier: .gregorian)
-        guard let utc = TimeZone(identifier: "UTC") else { return nil }
-        calendar.timeZone = utc
-        return calendar.date(from: components)
     }
 }

@@ -54,9 +54,9 @@ struct URLRequestTests {
     func cachePolicyValues() {
         #expect(URLRequest.CachePolicy.useProtocolCachePolicy.rawValue == 0)
         #expect(URLRequest.CachePolicy.reloadIgnoringLocalCacheData.rawValue == 1)
-        #expect(URLRequest.CachePolicy.reloadIgnoringLocalAndRemoteCacheData.rawValue == 2)
-        #expect(URLRequest.CachePolicy.returnCacheDataElseLoad.rawValue == 3)
-        #expect(URLRequest.CachePolicy.returnCacheDataDontLoad.rawValue == 4)
+        #expect(URLRequest.CachePolicy.reloadIgnoringLocalAndRemoteCacheData.rawValue == 4)
+        #expect(URLRequest.CachePolicy.returnCacheDataElseLoad.rawValue == 2)
+        #expect(URLRequest.CachePolicy.returnCacheDataDontLoad.rawValue == 3)
         #expect(URLRequest.CachePolicy.reloadRevalidatingCacheData.rawValue == 5)
         #expect(URLRequest.CachePolicy.reloadIgnoringCacheData == .reloadIgnoringLocalCacheData)
     }

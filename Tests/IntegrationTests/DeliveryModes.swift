@@ -121,9 +121,15 @@ final class RedirectRecorder: NSObject, URLSessionDataDelegate, @unchecked Senda
     private let record = Mutex(Record())
     private let waiter = Mutex<CheckedContinuation<Void, Never>?>(nil)
     let decide: @Sendable (HTTPURLResponse, URLRequest) -> URLRequest?
+    /// The answer to `willCacheResponse` (by default the proposed response).
+    let decideCache: @Sendable (CachedURLResponse) -> CachedURLResponse?
 
-    init(decide: @escaping @Sendable (HTTPURLResponse, URLRequest) -> URLRequest? = { _, proposed in proposed }) {
+    init(
+        decide: @escaping @Sendable (HTTPURLResponse, URLRequest) -> URLRequest? = { _, proposed in proposed },
+        decideCache: @escaping @Sendable (CachedURLResponse) -> CachedURLResponse? = { $0 }
+    ) {
         self.decide = decide
+        self.decideCache = decideCache
     }
 
     /// A copy of what was recorded so far.
@@ -158,6 +164,11 @@ final class RedirectRecorder: NSObject, URLSessionDataDelegate, @unchecked Senda
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         note(session, "data") { $0.data.append(data) }
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, willCacheResponse proposedResponse: CachedURLResponse, completionHandler: @escaping @Sendable (CachedURLResponse?) -> Void) {
+        note(session, "willCache")
+        completionHandler(decideCache(proposedResponse))
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {

@@ -187,6 +187,9 @@ public final class NginxServer: Sendable {
             gzip_vary on;
         }
         location /static-gz/ { gzip_static on; }
+        location /cache/expires/ { alias \(www.path)/files/; expires 1h; }
+        location /cache/max-age/ { alias \(www.path)/files/; add_header Cache-Control "max-age=300"; }
+        location /cache/no-cache/ { alias \(www.path)/files/; add_header Cache-Control "no-cache"; etag on; if_modified_since exact; }
         location /cookie/ {
             location = /cookie/set { add_header Set-Cookie "nginx=host-only; Path=/"; add_header Set-Cookie "lasting=1; Max-Age=3600; Path=/cookie"; return 204; }
             location = /cookie/secure { add_header Set-Cookie "guarded=1; Secure; HttpOnly; Path=/"; return 204; }

@@ -1,0 +1,842 @@
+import CCourierSQLite
+import CourierCore
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// One cached response as the disk cache keeps it: everything of a ``CachedURLResponse`` but
+/// its body, which ``CacheDatabase`` keeps beside the row.
+struct CacheRecord {
+    /// The class of the stored response.
+    enum Kind: Int64 {
+        /// A plain `URLResponse` (a `URLProtocol`'s, for a scheme that is not HTTP): its MIME
+        /// type, length and encoding are stored as they are.
+        case url = 0
+        /// An `HTTPURLResponse`: status, version and fields are stored; MIME type, length and
+        /// encoding follow from the fields when it is rebuilt.
+        case http = 1
+    }
+
+    /// The cache key: the request's URL without its fragment.
+    var key: String
+    /// The response's URL; nil when it had none (the key's URL is used then).
+    var url: String?
+    var kind: Kind
+    /// 0 for a plain `URLResponse`.
+    var statusCode: Int
+    /// "HTTP/1.1", "HTTP/2"…; empty for a plain `URLResponse`.
+    var httpVersion: String
+    var responseFields: HTTPFields
+    var mimeType: String?
+    var expectedContentLength: Int64
+    var textEncodingName: String?
+    /// The fields of the request that got the response (for `Vary`).
+    var requestFields: HTTPFields
+    var requestTime: Date
+    var responseTime: Date
+    /// Always `.allowed` on disk (the others are never written); stored for completeness.
+    var storagePolicy: URLCache.StoragePolicy
+    /// The user info as a binary property list; nil when there was none or it was not a
+    /// property list.
+    var userInfo: Data?
+    var bodySize: Int
+    /// What the entry counts for against the capacities: see ``URLCache/cost(of:)``.
+    var cost: Int
+}
+
+extension CacheRecord {
+    /// The record of `cached`, stored under `key`.
+    init(_ cached: CachedURLResponse, key: String, cost: Int) {
+        let response = cached.response
+        self.key = key
+        url = response.url?.absoluteString
+        if let http = response as? HTTPURLResponse {
+            kind = .http
+            statusCode = http.statusCode
+            httpVersion = http.httpVersion
+            responseFields = http.fields
+        } else {
+            kind = .url
+            statusCode = 0
+            httpVersion = ""
+            responseFields = HTTPFields()
+        }
+        mimeType = response.mimeType
+        expectedContentLength = response.expectedContentLength
+        textEncodingName = response.textEncodingName
+        requestFields = cached.requestFields
+        requestTime = cached.requestTime
+        responseTime = cached.responseTime
+        storagePolicy = cached.storagePolicy
+        userInfo = Self.encodeUserInfo(cached.userInfo)
+        bodySize = cached.data.count
+        self.cost = cost
+    }
+
+    /// The cached response this record describes, with `body`; nil when its URL cannot be
+    /// read back.
+    func makeCachedResponse(body: Data) -> CachedURLResponse? {
+        guard let responseURL = url.flatMap({ URL(string: $0) }) ?? URL(string: key) else { return nil }
+        let response: URLResponse
+        switch kind {
+        case .http:
+            response = HTTPURLResponse(url: responseURL, statusCode: statusCode, version: httpVersion, fields: responseFields)
+        case .url:
+            response = URLResponse(
+                url: responseURL, mimeType: mimeType, expectedContentLength: Int(expectedContentLength), textEncodingName: textEncodingName
+            )
+        }
+        return CachedURLResponse(
+            response: response, data: body, userInfo: Self.decodeUserInfo(userInfo), storagePolicy: storagePolicy,
+            requestFields: requestFields, requestTime: requestTime, responseTime: responseTime
+        )
+    }
+
+    // MARK: Fields as JSON
+
+    /// `fields` as a JSON array with one element per field, in order (repeated fields stay
+    /// repeated): `["Name", "value"]`; a field whose name or value is not UTF-8 (obs-text,
+    /// RFC 9110 section 5.5) is `["<base64 name>", "<base64 value>", "base64"]`, so that its
+    /// bytes come back exactly. Fields that are not valid HTTP (a name that is not a token, a
+    /// value with CR, LF or NUL; possible only in a response built by hand) are left out:
+    /// ``decodeFields(_:)`` refuses them.
+    static func encodeFields(_ fields: HTTPFields) -> String {
+        var rows: [[String]] = []
+        rows.reserveCapacity(fields.count)
+        fields.forEachField { name, value in
+            guard HTTPFieldValidation.isToken(name), HTTPFieldValidation.isValidFieldValue(value) else { return }
+            if let nameText = String(validating: name, as: UTF8.self), let valueText = String(validating: value, as: UTF8.self) {
+                rows.append([nameText, valueText])
+            } else {
+                rows.append([Data(name).base64EncodedString(), Data(value).base64EncodedString(), "base64"])
+            }
+        }
+        guard let json = try? JSONEncoder().encode(rows) else { return "[]" }
+        return String(decoding: json, as: UTF8.self)
+    }
+
+    /// The fields written by ``encodeFields(_:)``; nil when `text` is anything else, or holds
+    /// a field that is not valid HTTP (so a row altered by hand cannot inject a line break
+    /// into a request built from it).
+    static func decodeFields(_ text: String) -> HTTPFields? {
+        guard let rows = try? JSONDecoder().decode([[String]].self, from: Data(text.utf8)) else { return nil }
+        var storage: [UInt8] = []
+        var locations: [HTTPFields.Location] = []
+        locations.reserveCapacity(rows.count)
+        for row in rows {
+            let name: [UInt8]
+            let value: [UInt8]
+            switch row.count {
+            case 2:
+                name = Array(row[0].utf8)
+                value = Array(row[1].utf8)
+            case 3 where row[2] == "base64":
+                guard let decodedName = Data(base64Encoded: row[0]), let decodedValue = Data(base64Encoded: row[1]) else { return nil }
+                name = Array(decodedName)
+                value = Array(decodedValue)
+            default:
+                return nil
+            }
+            guard HTTPFieldValidation.isToken(name), HTTPFieldValidation.isValidFieldValue(value) else { return nil }
+            let nameStart = storage.count
+            storage += name
+            let valueStart = storage.count
+            storage += value
+            // Offsets are 32-bit in HTTPFields; no real header section comes near that.
+            guard storage.count < Int(UInt32.max) else { return nil }
+            locations.append(HTTPFields.Location(name: nameStart..<valueStart, value: valueStart..<storage.count))
+        }
+        return HTTPFields(validatedStorage: storage, locations: locations)
+    }
+
+    // MARK: User info as a property list
+
+    /// `userInfo` as a binary property list; nil when it is nil, when a key is not a string,
+    /// or when a value is not a property-list value (string, number, date, data, or arrays and
+    /// string-keyed dictionaries of those). Such a user info is not written: the entry is
+    /// stored without it.
+    static func encodeUserInfo(_ userInfo: [AnyHashable: Any]?) -> Data? {
+        guard let userInfo else { return nil }
+        var dictionary: [String: Any] = [:]
+        for (key, value) in userInfo {
+            guard let name = key.base as? String else { return nil }
+            dictionary[name] = value
+        }
+        guard PropertyListSerialization.propertyList(dictionary, isValidFor: .binary) else { return nil }
+        return try? PropertyListSerialization.data(fromPropertyList: dictionary, format: .binary, options: 0)
+    }
+
+    /// The user info written by ``encodeUserInfo(_:)``; nil for nil or for anything that is
+    /// not a dictionary.
+    static func decodeUserInfo(_ data: Data?) -> [AnyHashable: Any]? {
+        guard let data, let list = try? PropertyListSerialization.propertyList(from: data, options: [], format: nil) else { return nil }
+        if let dictionary = list as? [AnyHashable: Any] { return dictionary }
+        if let dictionary = list as? [String: Any] {
+            var converted: [AnyHashable: Any] = [:]
+            for (key, value) in dictionary { converted[AnyHashable(key)] = value }
+            return converted
+        }
+        return nil
+    }
+}
+
+/// The SQLite file and the body files behind a ``URLCache``'s disk store.
+///
+/// Layout, in the cache's directory (made with mode 0700): `Cache.sqlite` (mode 0600, WAL,
+/// `PRAGMA user_version` holds the schema version) with one row per entry, and `Bodies/`
+/// (0700) with one file (0600) per body larger than ``inlineBodyLimit``, named by a random
+/// UUID. A smaller body lives in its row, saving a file and its inode for the many small
+/// responses (API replies, redirects) a cache holds.
+///
+/// Crash safety. A body file is written under a temporary name (`<uuid>.partial`) and synced;
+/// then, inside the transaction that inserts its row (`BEGIN IMMEDIATE`, so holding the
+/// file's write lock), it is renamed to its final name, and the row is committed. So:
+///  1. a row never names a file that is not whole: the rename comes after the sync and
+///     before the commit, and a crash before the commit leaves no row;
+///  2. a file under a final name with no row (the process died between rename and commit,
+///     or between a delete's commit and the unlink of its file) is an orphan, removed by
+///     ``removeOrphans(now:)`` when a cache opens the store, under the write lock, so that it
+///     never races another process's rename-then-commit;
+///  3. a `.partial` file is removed once it is older than ``abandonedTemporaryAge`` (another
+///     process may be writing it right now).
+/// A row whose body file is missing or has another size than the row says (a file truncated
+/// or removed by hand, or a system crash that lost the rename) is never served: the reader
+/// checks the size before using the body, and the owner then deletes the row.
+///
+/// Rows are replaced, not updated: storing a key deletes its row and inserts a new one with a
+/// new `id` (`AUTOINCREMENT`: never reused), so that a reader that found a bad body can
+/// delete exactly the row it read, never a newer one.
+///
+/// Not thread-safe: one thread at a time, like ``SQLiteDatabase``. ``URLCache`` holds two:
+/// one for reads, under its disk lock, and one for writes, used by its serial writer queue
+/// alone (hence `@unchecked Sendable`). Processes sharing a directory coordinate through
+/// SQLite's locks.
+final class CacheDatabase: @unchecked Sendable {
+    /// The schema this code reads and writes. A file with a newer one (from a later Courier)
+    /// is refused: ``open(directory:)`` throws `SQLITE_ERROR`.
+    static let schemaVersion: Int64 = 1
+    /// The database file's name in the cache directory.
+    static let fileName = "Cache.sqlite"
+    /// The folder of the body files in the cache directory.
+    static let bodiesFolder = "Bodies"
+    /// Bodies of at most this many bytes are kept in their row: 16 KiB, below which a file of
+    /// its own costs more (an inode, a block, an open and a sync) than a blob in the
+    /// database's pages.
+    static let inlineBodyLimit = 16 * 1024
+    /// The suffix of a body file being written.
+    static let temporarySuffix = ".partial"
+    /// A `.partial` file older than this (10 minutes) belongs to a writer that died: no live
+    /// writer takes that long between creating the file and renaming it.
+    static let abandonedTemporaryAge: TimeInterval = 600
+
+    /// Version 1. `key` is unique: one entry per key. The index on (last_access, cost) serves
+    /// the eviction order and, covering `cost`, the sum of the costs without reading the rows
+    /// (which hold small bodies).
+    private static let schema = """
+        CREATE TABLE IF NOT EXISTS responses (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            key TEXT NOT NULL UNIQUE,
+            url TEXT,
+            kind INTEGER NOT NULL,
+            status INTEGER NOT NULL,
+            http_version TEXT NOT NULL,
+            response_fields TEXT NOT NULL,
+            mime_type TEXT,
+            expected_length INTEGER NOT NULL,
+            text_encoding TEXT,
+            request_fields TEXT NOT NULL,
+            request_time REAL NOT NULL,
+            response_time REAL NOT NULL,
+            storage_policy INTEGER NOT NULL,
+            user_info BLOB,
+            body_size INTEGER NOT NULL,
+            body_file TEXT,
+            body BLOB,
+            cost INTEGER NOT NULL,
+            last_access REAL NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS responses_lru ON responses (last_access, cost);
+        CREATE INDEX IF NOT EXISTS responses_response_time ON responses (response_time);
+        """
+
+    /// The columns, numbered as in ``selectByKey``'s results; the INSERT's parameter of a
+    /// column is its number too (`id` is not inserted).
+    private enum Column: Int32 {
+        case id = 0
+        case key, url, kind, status, httpVersion, responseFields, mimeType, expectedLength, textEncoding, requestFields, requestTime,
+            responseTime, storagePolicy, userInfo, bodySize, bodyFile, body, cost, lastAccess
+    }
+
+    /// Every column but `id`, in ``Column`` order.
+    private static let columns =
+        "key, url, kind, status, http_version, response_fields, mime_type, expected_length, text_encoding, request_fields, request_time, response_time, storage_policy, user_info, body_size, body_file, body, cost, last_access"
+    private static let insert = "INSERT INTO responses (\(columns)) VALUES (\((1...19).map { "?\($0)" }.joined(separator: ", ")))"
+    private static let selectByKey = "SELECT id, \(columns) FROM responses WHERE key = ?1"
+
+    /// An entry found by ``entry(forKey:)``.
+    struct StoredEntry {
+        /// Where the body is.
+        enum Body {
+            case inline(Data)
+            /// A file name in the bodies folder.
+            case file(String)
+        }
+
+        /// The row's id, for ``remove(id:)``.
+        let id: Int64
+        let record: CacheRecord
+        let body: Body
+    }
+
+    /// What a lookup found.
+    enum Lookup {
+        /// No row for the key.
+        case missing
+        case found(StoredEntry)
+        /// A row this code cannot read back (altered by hand, or damaged): the owner deletes it.
+        case unreadable(id: Int64)
+    }
+
+    /// The cache directory.
+    let directory: URL
+    /// Where ``open(directory:)`` moved a damaged database file it found before starting a
+    /// new one; nil when the file was sound. For the owner to log.
+    let damagedFileMovedTo: String?
+    private let database: SQLiteDatabase
+    private let bodiesPath: String
+
+    /// The database file in `directory`.
+    static func fileURL(in directory: URL) -> URL {
+        directory.appendingPathComponent(fileName)
+    }
+
+    private init(directory: URL, damagedFileMovedTo: String?) throws {
+        self.directory = directory
+        self.damagedFileMovedTo = damagedFileMovedTo
+        self.bodiesPath = directory.appendingPathComponent(Self.bodiesFolder, isDirectory: true).path
+        // Makes the directory (0700) and the file (0600).
+        self.database = try SQLiteDatabase(url: Self.fileURL(in: directory), fileMode: 0o600)
+        try database.migrate(to: Self.schemaVersion, schema: Self.schema)
+        try BodyFiles.makeDirectory(bodiesPath)
+    }
+
+    /// Opens the store in `directory`, creating the directory, the file and the bodies folder
+    /// when missing. A damaged file (one that is not a database) is moved aside to
+    /// `Cache.sqlite.corrupt-<milliseconds since 1970>`, with its WAL, and a new one started;
+    /// ``damagedFileMovedTo`` says where it went. Its body files become orphans.
+    ///
+    /// - Throws: ``SQLiteError``: `SQLITE_CANTOPEN` for a directory that cannot be made or
+    ///   written; `isBusy` when another process held the lock too long; `SQLITE_ERROR` for a
+    ///   schema from a later Courier.
+    static func open(directory: URL) throws -> CacheDatabase {
+        do {
+            return try CacheDatabase(directory: directory, damagedFileMovedTo: nil)
+        } catch let error as SQLiteError where error.isCorruption {
+            let path = fileURL(in: directory).path
+            let aside = SQLiteDatabase.asidePath(for: path)
+            guard SQLiteDatabase.moveAside(path, to: aside) else { throw error }
+            return try CacheDatabase(directory: directory, damagedFileMovedTo: aside)
+        }
+    }
+
+    // MARK: Reading
+
+    /// The entry stored under `key`. The body of an inline entry is in it; a file body is
+    /// read with ``readBody(named:size:)``.
+    func entry(forKey key: String) throws -> Lookup {
+        let statement = try database.prepare(Self.selectByKey)
+        try statement.bind(key, at: 1)
+        guard try statement.step() else { return .missing }
+        let id = statement.int64(at: Column.id.rawValue)
+        guard let entry = Self.entry(in: statement) else { return .unreadable(id: id) }
+        return .found(entry)
+    }
+
+    /// The body file `name`, when it has exactly `size` bytes; nil when it is missing, has
+    /// another size, or cannot be read. Uses no connection: safe from any thread.
+    func readBody(named name: String, size: Int) -> Data? {
+        guard Self.isBodyFileName(name) else { return nil }
+        return BodyFiles.readFile(bodiesPath + "/" + name, size: size)
+    }
+
+    /// The sum of the costs of every entry: the disk usage.
+    func totalCost() throws -> Int {
+        let statement = try database.prepare("SELECT COALESCE(SUM(cost), 0) FROM responses")
+        return try statement.step() ? Int(statement.int64(at: 0)) : 0
+    }
+
+    /// The number of entries.
+    func count() throws -> Int {
+        let statement = try database.prepare("SELECT count(*) FROM responses")
+        return try statement.step() ? Int(statement.int64(at: 0)) : 0
+    }
+
+    // MARK: Writing
+
+    /// Stores `record` with `body`, replacing the key's entry, then evicts the least recently
+    /// used entries until the usage is at most `capacity`. Returns the usage.
+    ///
+    /// A body above ``inlineBodyLimit`` is written to its file before the transaction starts
+    /// (a long write does not hold the lock other processes wait for) and renamed inside it;
+    /// see the type's discussion for the order.
+    func store(_ record: CacheRecord, body: Data, capacity: Int, now: Date) throws -> Int {
+        var fileName: String?
+        var temporaryPath: String?
+        if body.count > Self.inlineBodyLimit {
+            let name = UUID().uuidString.lowercased()
+            let temporary = bodiesPath + "/" + name + Self.temporarySuffix
+            try BodyFiles.makeDirectory(bodiesPath)
+            do {
+                try BodyFiles.writeFile(body, to: temporary)
+            } catch {
+                _ = unlink(temporary)
+                throw error
+            }
+            fileName = name
+            temporaryPath = temporary
+        }
+
+        var renamed = false
+        do {
+            let (usage, unreferenced) = try database.transaction { () throws -> (Int, [String]) in
+                if let fileName, let temporaryPath {
+                    guard rename(temporaryPath, bodiesPath + "/" + fileName) == 0 else {
+                        throw BodyFiles.failure("Cannot rename \(temporaryPath)")
+                    }
+                    renamed = true
+                }
+                var stale = try deleteRows(key: record.key)
+                try insertRow(record, fileName: fileName, inlineBody: fileName == nil ? body : nil, now: now)
+                let eviction = try evict(toCapacity: capacity)
+                stale += eviction.files
+                return (eviction.usage, stale)
+            }
+            removeBodies(unreferenced)
+            return usage
+        } catch {
+            if let temporaryPath { _ = unlink(temporaryPath) }
+            if renamed, let fileName { _ = unlink(bodiesPath + "/" + fileName) }
+            throw error
+        }
+    }
+
+    /// Deletes the entry of `key`, if any. Returns the usage.
+    func remove(key: String) throws -> Int {
+        let (usage, files) = try database.transaction { () throws -> (Int, [String]) in
+            let deleted = try deleteRows(key: key)
+            let total = try totalCost()
+            return (total, deleted)
+        }
+        removeBodies(files)
+        return usage
+    }
+
+    /// Deletes the row `id` (one that ``entry(forKey:)`` returned), if it is still there.
+    /// Returns the usage.
+    func remove(id: Int64) throws -> Int {
+        let (usage, files) = try database.transaction { () throws -> (Int, [String]) in
+            let select = try database.prepare("SELECT body_file FROM responses WHERE id = ?1")
+            try select.bind(id, at: 1)
+            var deleted: [String] = []
+            if try select.step(), let name = select.text(at: 0) { deleted.append(name) }
+            select.reset()
+            let delete = try database.prepare("DELETE FROM responses WHERE id = ?1")
+            try delete.bind(id, at: 1)
+            try delete.run()
+            let total = try totalCost()
+            return (total, deleted)
+        }
+        removeBodies(files)
+        return usage
+    }
+
+    /// Deletes every entry, this process's and every other's.
+    func removeAll() throws {
+        let files = try database.transaction { () throws -> [String] in
+            let deleted = try bodyFiles(where: "body_file IS NOT NULL")
+            try database.execute("DELETE FROM responses")
+            return deleted
+        }
+        removeBodies(files)
+    }
+
+    /// Deletes the entries whose response time is at or after `date`. Returns the usage.
+    func removeResponses(since date: Date) throws -> Int {
+        let (usage, files) = try database.transaction { () throws -> (Int, [String]) in
+            let select = try database.prepare("SELECT body_file FROM responses WHERE response_time >= ?1 AND body_file IS NOT NULL")
+            try select.bind(date.timeIntervalSince1970, at: 1)
+            var deleted: [String] = []
+            while try select.step() {
+                if let name = select.text(at: 0) { deleted.append(name) }
+            }
+            select.reset()
+            let delete = try database.prepare("DELETE FROM responses WHERE response_time >= ?1")
+            try delete.bind(date.timeIntervalSince1970, at: 1)
+            try delete.run()
+            let total = try totalCost()
+            return (total, deleted)
+        }
+        removeBodies(files)
+        return usage
+    }
+
+    /// Evicts the least recently used entries until the usage is at most `capacity`.
+    /// Returns the usage.
+    func evict(capacity: Int) throws -> Int {
+        let eviction = try database.transaction { () throws -> (usage: Int, files: [String]) in
+            try evict(toCapacity: capacity)
+        }
+        removeBodies(eviction.files)
+        return eviction.usage
+    }
+
+    /// Marks the entry of `key` used at `time` (for the eviction order).
+    func touch(key: String, at time: Date) throws {
+        let statement = try database.prepare("UPDATE responses SET last_access = ?2 WHERE key = ?1 AND last_access < ?2")
+        try statement.bind(key, at: 1)
+        try statement.bind(time.timeIntervalSince1970, at: 2)
+        try statement.run()
+    }
+
+    /// Brings the bodies folder and the rows into agreement, under the write lock (see the
+    /// type's discussion): deletes the rows whose body file is missing, and the body files no
+    /// row names (`.partial` ones only once they are older than ``abandonedTemporaryAge``).
+    /// Files with other names are left alone. Returns the usage.
+    func removeOrphans(now: Date) throws -> Int {
+        let (usage, orphans) = try database.transaction { () throws -> (Int, [String]) in
+            try BodyFiles.makeDirectory(bodiesPath)
+            let listed = (try? FileManager.default.contentsOfDirectory(atPath: bodiesPath)) ?? []
+            let present = Set(listed)
+            var referenced = Set<String>()
+            var missing: [Int64] = []
+            let select = try database.prepare("SELECT id, body_file FROM responses WHERE body_file IS NOT NULL")
+            while try select.step() {
+                let name = select.text(at: 1) ?? ""
+                if present.contains(name) {
+                    referenced.insert(name)
+                } else {
+                    missing.append(select.int64(at: 0))
+                }
+            }
+            select.reset()
+            let delete = try database.prepare("DELETE FROM responses WHERE id = ?1")
+            for id in missing {
+                delete.reset()
+                try delete.bind(id, at: 1)
+                try delete.run()
+            }
+
+            var unnamed: [String] = []
+            for name in listed where !referenced.contains(name) {
+                if name.hasSuffix(Self.temporarySuffix), Self.isBodyFileName(String(name.dropLast(Self.temporarySuffix.count))) {
+                    let age = BodyFiles.modificationDate(bodiesPath + "/" + name).map { now.timeIntervalSince($0) } ?? 0
+                    if age >= Self.abandonedTemporaryAge { unnamed.append(name) }
+                } else if Self.isBodyFileName(name) {
+                    unnamed.append(name)
+                }
+            }
+            let total = try totalCost()
+            return (total, unnamed)
+        }
+        // Unlinked after the commit: no row can come to name an orphan (names are never
+        // reused), so there is no race left.
+        for name in orphans {
+            _ = unlink(bodiesPath + "/" + name)
+        }
+        return usage
+    }
+
+    // MARK: Internals (inside a transaction)
+
+    /// Deletes the rows of `key`; returns their body files.
+    private func deleteRows(key: String) throws -> [String] {
+        let select = try database.prepare("SELECT body_file FROM responses WHERE key = ?1 AND body_file IS NOT NULL")
+        try select.bind(key, at: 1)
+        var files: [String] = []
+        while try select.step() {
+            if let name = select.text(at: 0) { files.append(name) }
+        }
+        select.reset()
+        let delete = try database.prepare("DELETE FROM responses WHERE key = ?1")
+        try delete.bind(key, at: 1)
+        try delete.run()
+        return files
+    }
+
+    /// The body files of the rows matching `condition` (SQL without parameters).
+    private func bodyFiles(where condition: String) throws -> [String] {
+        let select = try database.prepare("SELECT body_file FROM responses WHERE \(condition)")
+        var files: [String] = []
+        while try select.step() {
+            if let name = select.text(at: 0) { files.append(name) }
+        }
+        return files
+    }
+
+    private func insertRow(_ record: CacheRecord, fileName: String?, inlineBody: Data?, now: Date) throws {
+        let statement = try database.prepare(Self.insert)
+        try statement.bind(record.key, at: Column.key.rawValue)
+        try statement.bind(record.url, at: Column.url.rawValue)
+        try statement.bind(record.kind.rawValue, at: Column.kind.rawValue)
+        try statement.bind(Int64(record.statusCode), at: Column.status.rawValue)
+        try statement.bind(record.httpVersion, at: Column.httpVersion.rawValue)
+        try statement.bind(CacheRecord.encodeFields(record.responseFields), at: Column.responseFields.rawValue)
+        try statement.bind(record.mimeType, at: Column.mimeType.rawValue)
+        try statement.bind(record.expectedContentLength, at: Column.expectedLength.rawValue)
+        try statement.bind(record.textEncodingName, at: Column.textEncoding.rawValue)
+        try statement.bind(CacheRecord.encodeFields(record.requestFields), at: Column.requestFields.rawValue)
+        try statement.bind(Self.seconds(record.requestTime), at: Column.requestTime.rawValue)
+        try statement.bind(Self.seconds(record.responseTime), at: Column.responseTime.rawValue)
+        try statement.bind(Int64(record.storagePolicy.rawValue), at: Column.storagePolicy.rawValue)
+        try statement.bind(record.userInfo, at: Column.userInfo.rawValue)
+        try statement.bind(Int64(record.bodySize), at: Column.bodySize.rawValue)
+        if let fileName {
+            try statement.bind(fileName, at: Column.bodyFile.rawValue)
+            try statement.bindNull(at: Column.body.rawValue)
+        } else {
+            try statement.bindNull(at: Column.bodyFile.rawValue)
+            try statement.bind(inlineBody ?? Data(), at: Column.body.rawValue)
+        }
+        try statement.bind(Int64(record.cost), at: Column.cost.rawValue)
+        try statement.bind(Self.seconds(now), at: Column.lastAccess.rawValue)
+        try statement.run()
+    }
+
+    /// Deletes least recently used rows (oldest `last_access` first, the older row first
+    /// among equals) until the sum of the costs is at most `capacity`; returns that sum and
+    /// the deleted rows' body files.
+    private func evict(toCapacity capacity: Int) throws -> (usage: Int, files: [String]) {
+        var usage = try totalCost()
+        guard usage > capacity else { return (usage, []) }
+        let select = try database.prepare("SELECT id, body_file, cost FROM responses ORDER BY last_access, id")
+        var victims: [Int64] = []
+        var files: [String] = []
+        while usage > capacity, try select.step() {
+            victims.append(select.int64(at: 0))
+            if let name = select.text(at: 1) { files.append(name) }
+            usage -= Int(select.int64(at: 2))
+        }
+        select.reset()
+        let delete = try database.prepare("DELETE FROM responses WHERE id = ?1")
+        for id in victims {
+            delete.reset()
+            try delete.bind(id, at: 1)
+            try delete.run()
+        }
+        usage = try totalCost()
+        return (usage, files)
+    }
+
+    /// Unlinks body files of deleted rows (after the commit). Names that are not body file
+    /// names (a row altered by hand) are never unlinked.
+    private func removeBodies(_ names: [String]) {
+        for name in names where Self.isBodyFileName(name) {
+            _ = unlink(bodiesPath + "/" + name)
+        }
+    }
+
+    /// A date as stored: seconds since 1970; a date that is not a finite number as 0.
+    private static func seconds(_ date: Date) -> Double {
+        let seconds = date.timeIntervalSince1970
+        return seconds.isFinite ? seconds : 0
+    }
+
+    /// True for a name this store gives a body file: a lower-case UUID (36 characters of hex
+    /// digits and dashes). Never a path, `.` or `..`.
+    static func isBodyFileName(_ name: String) -> Bool {
+        name.utf8.count == 36
+            && name.utf8.allSatisfy { ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "f")) || $0 == UInt8(ascii: "-") }
+    }
+
+    // MARK: Rows
+
+    /// The entry in the current row of `statement` (``selectByKey``); nil when a column does
+    /// not hold what ``insertRow(_:fileName:inlineBody:now:)`` writes.
+    private static func entry(in statement: SQLiteStatement) -> StoredEntry? {
+        let row = RowReader(statement: statement)
+        do {
+            guard let kind = CacheRecord.Kind(rawValue: try row.integer(.kind)),
+                let policy = URLCache.StoragePolicy(rawValue: UInt(clamping: try row.integer(.storagePolicy))),
+                let responseFields = CacheRecord.decodeFields(try row.text(.responseFields)),
+                let requestFields = CacheRecord.decodeFields(try row.text(.requestFields))
+            else { return nil }
+            let status = try row.integer(.status)
+            guard kind == .url || (0...999).contains(status) else { return nil }
+            let bodySize = try row.integer(.bodySize)
+            let cost = try row.integer(.cost)
+            guard bodySize >= 0, let size = Int(exactly: bodySize), let costValue = Int(exactly: cost) else { return nil }
+            let record = CacheRecord(
+                key: try row.text(.key),
+                url: try row.optionalText(.url),
+                kind: kind,
+                statusCode: Int(status),
+                httpVersion: try row.text(.httpVersion),
+                responseFields: responseFields,
+                mimeType: try row.optionalText(.mimeType),
+                expectedContentLength: try row.integer(.expectedLength),
+                textEncodingName: try row.optionalText(.textEncoding),
+                requestFields: requestFields,
+                requestTime: try row.date(.requestTime),
+                responseTime: try row.date(.responseTime),
+                storagePolicy: policy,
+                userInfo: try row.optionalBlob(.userInfo),
+                bodySize: size,
+                cost: costValue
+            )
+            let body: StoredEntry.Body
+            if let name = try row.optionalText(.bodyFile) {
+                guard isBodyFileName(name) else { return nil }
+                body = .file(name)
+            } else {
+                guard let data = try row.optionalBlob(.body), data.count == size else { return nil }
+                body = .inline(data)
+            }
+            return StoredEntry(id: statement.int64(at: Column.id.rawValue), record: record, body: body)
+        } catch {
+            return nil
+        }
+    }
+
+    /// A column that does not hold what this store writes.
+    private struct UnreadableColumn: Error {}
+
+    /// Strict readers of the current row: each checks the column's storage class before
+    /// reading it (reading may convert it).
+    private struct RowReader {
+        let statement: SQLiteStatement
+
+        func text(_ column: Column) throws -> String {
+            guard let text = try optionalText(column) else { throw UnreadableColumn() }
+            return text
+        }
+
+        /// NULL, or text that is valid UTF-8.
+        func optionalText(_ column: Column) throws -> String? {
+            switch statement.storageClass(at: column.rawValue) {
+            case SQLITE_NULL:
+                return nil
+            case SQLITE_TEXT:
+                guard let bytes = statement.blob(at: column.rawValue), let text = String(validating: bytes, as: UTF8.self) else {
+                    throw UnreadableColumn()
+                }
+                return text
+            default:
+                throw UnreadableColumn()
+            }
+        }
+
+        /// NULL, or a blob.
+        func optionalBlob(_ column: Column) throws -> Data? {
+            switch statement.storageClass(at: column.rawValue) {
+            case SQLITE_NULL: return nil
+            case SQLITE_BLOB: return statement.blob(at: column.rawValue)
+            default: throw UnreadableColumn()
+            }
+        }
+
+        func integer(_ column: Column) throws -> Int64 {
+            guard statement.storageClass(at: column.rawValue) == SQLITE_INTEGER else { throw UnreadableColumn() }
+            return statement.int64(at: column.rawValue)
+        }
+
+        /// A finite number of seconds since 1970 (REAL, or INTEGER from other tools).
+        func date(_ column: Column) throws -> Date {
+            let storage = statement.storageClass(at: column.rawValue)
+            guard storage == SQLITE_FLOAT || storage == SQLITE_INTEGER else { throw UnreadableColumn() }
+            let seconds = statement.double(at: column.rawValue)
+            guard seconds.isFinite else { throw UnreadableColumn() }
+            return Date(timeIntervalSince1970: seconds)
+        }
+    }
+}
+
+/// POSIX file operations on body files.
+private enum BodyFiles {
+    /// A failed system call, as the store's error type.
+    static func failure(_ what: String, code: Int32 = errno) -> SQLiteError {
+        SQLiteError(code: SQLITE_CANTOPEN, message: "\(what): \(String(cString: strerror(code))).")
+    }
+
+    /// True when `mode` (a `st_mode`) is a directory's.
+    static func isDirectory(_ mode: mode_t) -> Bool { mode & 0o170000 == 0o040000 }
+    /// True when `mode` (a `st_mode`) is a regular file's.
+    static func isRegularFile(_ mode: mode_t) -> Bool { mode & 0o170000 == 0o100000 }
+
+    /// Creates the folder at `path` with mode 0700 when missing.
+    static func makeDirectory(_ path: String) throws {
+        if mkdir(path, 0o700) == 0 {
+            // The umask can only have narrowed it.
+            _ = chmod(path, 0o700)
+            return
+        }
+        let code = errno
+        var status = stat()
+        if code == EEXIST, stat(path, &status) == 0, isDirectory(status.st_mode) { return }
+        throw failure("Cannot create the directory \(path)", code: code)
+    }
+
+    /// Writes `data` to a new file at `path` (mode 0600) and syncs it, so that a system
+    /// crash after the rename that follows cannot leave a file of the right size with other
+    /// bytes.
+    static func writeFile(_ data: Data, to path: String) throws {
+        let descriptor = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw failure("Cannot create \(path)") }
+        var isOpen = true
+        defer { if isOpen { close(descriptor) } }
+        let written = data.withUnsafeBytes { bytes -> Bool in
+            guard let base = bytes.baseAddress else { return true }
+            var offset = 0
+            while offset < bytes.count {
+                let count = write(descriptor, base + offset, bytes.count - offset)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    return false
+                }
+                offset += count
+            }
+            return true
+        }
+        guard written else { throw failure("Cannot write \(path)") }
+        guard fsync(descriptor) == 0 else { throw failure("Cannot sync \(path)") }
+        isOpen = false
+        guard close(descriptor) == 0 else { throw failure("Cannot close \(path)") }
+    }
+
+    /// The file at `path` when it has exactly `size` bytes; nil otherwise.
+    static func readFile(_ path: String, size: Int) -> Data? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, isRegularFile(status.st_mode), Int(status.st_size) == size else { return nil }
+        guard size > 0 else { return Data() }
+        var data = Data(count: size)
+        let complete = data.withUnsafeMutableBytes { buffer -> Bool in
+            guard let base = buffer.baseAddress else { return false }
+            var offset = 0
+            while offset < size {
+                let count = read(descriptor, base + offset, size - offset)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    return false
+                }
+                // Shorter than it said: truncated while we read.
+                if count == 0 { return false }
+                offset += count
+            }
+            return true
+        }
+        return complete ? data : nil
+    }
+
+    /// The modification time of the file at `path`; nil when it cannot be read.
+    static func modificationDate(_ path: String) -> Date? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        return Date(timeIntervalSince1970: Double(status.st_mtim.tv_sec) + Double(status.st_mtim.tv_nsec) / 1e9)
+    }
+}
