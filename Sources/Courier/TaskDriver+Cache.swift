@@ -27,6 +27,9 @@ extension TaskDriver {
         var requestFields = HTTPFields()
         /// The response to store once its body is complete.
         var pending: CachedURLResponse?
+        /// A stale stored response that may answer if the origin fails (RFC 5861
+        /// stale-if-error), while the request goes out to replace it.
+        var staleFallback: CachedURLResponse?
     }
 
     /// What the cache stage decided for a request about to go out.
@@ -89,6 +92,7 @@ extension TaskDriver {
             case .fresh, .staleWhileRevalidate:
                 return .answer(stored)
             case .validate:
+                state.withLock { $0.cache.staleFallback = stored }
                 return revalidate(stored, matching, transportRequest: &transportRequest)
             }
         }
@@ -179,6 +183,18 @@ extension TaskDriver {
         return (response, stored.data)
     }
 
+    /// The stale stored response to answer with instead of a failure (a transport error, or a
+    /// 500, 502, 503 or 504), when its stale-if-error window allows (RFC 5861 §4).
+    func staleAnswer(forFailureStatus status: Int?, in state: inout State) -> CachedURLResponse? {
+        if let status, ![500, 502, 503, 504].contains(status) { return nil }
+        guard let stored = state.cache.staleFallback, let facts = Self.facts(stored),
+              HTTPCachePolicy.mayServeStaleOnError(facts, requestFields: state.cache.requestFields, now: Date()) else { return nil }
+        state.cache.staleFallback = nil
+        state.cache.collected = nil
+        logger.debug("the origin failed: a stale stored response answers (stale-if-error)", metadata: ["task": "\(identifier)"])
+        return stored
+    }
+
     /// Delivers the stored body after a merged 304's head.
     func deliverRevalidatedBody(_ data: Data) {
         deliverStoredBody(data)
@@ -191,6 +207,10 @@ extension TaskDriver {
     func prepareStoring(_ response: HTTPURLResponse, in state: inout State) {
         guard let cache = session.frozenConfiguration.urlCache, let request = state.request, let url = request.url else { return }
         let method = request.httpMethod ?? "GET"
+        if method == "HEAD" {
+            refreshFromHead(response, request: request, cache: cache)
+            return
+        }
         if !["GET", "HEAD", "OPTIONS", "TRACE"].contains(method.uppercased()) {
             let invalidated = HTTPCachePolicy.invalidatedURLs(method: method, status: response.statusCode, requestURL: url, responseFields: response.fields)
             if !invalidated.isEmpty {
@@ -211,6 +231,24 @@ extension TaskDriver {
         }
         state.cache.collectLimit = limit
         state.cache.collected = Data()
+    }
+
+    /// RFC 9111 §4.3.5: a 200 to HEAD whose validators match the stored GET response updates
+    /// its header fields (the stored body stays).
+    private func refreshFromHead(_ response: HTTPURLResponse, request: URLRequest, cache: URLCache) {
+        guard response.statusCode == 200, let url = request.url else { return }
+        let getRequest = URLRequest(url: url)
+        guard let stored = cache.cachedResponse(for: getRequest), let storedResponse = stored.response as? HTTPURLResponse else { return }
+        let storedTag = storedResponse.fields.first("ETag"), newTag = response.fields.first("ETag")
+        let storedDate = storedResponse.fields.first("Last-Modified"), newDate = response.fields.first("Last-Modified")
+        let matches = (storedTag != nil || newTag != nil) ? storedTag == newTag : (storedDate != nil && storedDate == newDate)
+        guard matches else { return }
+        let merged = HTTPCachePolicy.merge(stored: storedResponse.fields, notModified: response.fields)
+        let refreshed = HTTPURLResponse(url: storedResponse.url ?? url, statusCode: storedResponse.statusCode, version: storedResponse.httpVersion, fields: merged)
+        cache.storeCachedResponse(CachedURLResponse(
+            response: refreshed, data: stored.data, userInfo: stored.userInfo, storagePolicy: stored.storagePolicy,
+            requestFields: stored.requestFields, requestTime: Date(), responseTime: Date()
+        ), for: getRequest)
     }
 
     /// Adds delivered (decoded) body bytes to what is collected for the cache.

@@ -463,6 +463,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
 
     func exchange(_ exchange: HTTPExchange, didReceiveHead head: HTTPResponseHead) {
         var storedBody: Data?
+        var staleInstead: CachedURLResponse?
         // Cookies first: whatever follows this response (a redirect, a retry with a
         // credential) carries the ones it set.
         if head.fields.contains("Set-Cookie") {
@@ -472,6 +473,12 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         var confirmed = false
         let actions = state.withLock { state -> TaskStateMachine.Actions in
             guard state.exchange === exchange, let url = state.request?.url else { return TaskStateMachine.Actions() }
+            if let fallback = staleAnswer(forFailureStatus: head.status, in: &state) {
+                // The origin answered 5xx: the stale stored response answers instead.
+                state.exchange = nil
+                staleInstead = fallback
+                return TaskStateMachine.Actions()
+            }
             var response = HTTPURLResponse(url: url, head: head)
             if let (merged, body) = mergedNotModified(head, url: url, in: &state) {
                 // A 304 to the cache's conditional request: the stored response, refreshed.
@@ -490,6 +497,11 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
                 method: state.request?.httpMethod ?? "GET", bodyIsReplayable: retryAfter == nil || Self.isReplayable(state.bodySource, state.request),
                 receivedAt: retryAfter == nil ? Date(timeIntervalSince1970: 0) : Date(), challengesAuthentication: challenges
             )))
+        }
+        if let staleInstead {
+            exchange.cancel()
+            answerFromCache(staleInstead)
+            return
         }
         if confirmed { rememberConfirmedCredentials() }
         run(actions)
@@ -543,11 +555,21 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
 
     func exchange(_ exchange: HTTPExchange, didFailWith error: TransportError, metrics: ExchangeMetrics) {
         let url = currentURL
+        var stale: CachedURLResponse?
         let actions = state.withLock { state -> TaskStateMachine.Actions in
             guard state.exchange === exchange else { return TaskStateMachine.Actions() }
             record(metrics, in: &state)
+            if case .exchanging = state.machine.state, !state.cancelRequested, let fallback = staleAnswer(forFailureStatus: nil, in: &state) {
+                state.exchange = nil
+                stale = fallback
+                return TaskStateMachine.Actions()
+            }
             if state.failure == nil { state.failure = .from(error, url: url) }
             return state.machine.handle(.exchangeFailed)
+        }
+        if let stale {
+            answerFromCache(stale)
+            return
         }
         run(actions)
     }

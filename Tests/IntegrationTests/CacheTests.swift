@@ -213,6 +213,67 @@ struct CacheTests {
         #expect(origin.requests.count == 3)
     }
 
+    @Test("stale-if-error: a 503, or a connection that dies, is answered with the stale stored response")
+    func staleIfError() async throws {
+        let origin = try server { _, count in
+            count == 1
+                ? AnsweringServer.Answer(headers: [("Cache-Control", "max-age=0, stale-if-error=60")], body: Array("good".utf8))
+                : AnsweringServer.Answer(status: 503, reason: "Unavailable", headers: [], body: Array("down".utf8))
+        }
+        let configuration = configuration()
+        _ = await load(URLRequest(url: origin.url("/s")), via: .asyncData, configuration: configuration)
+        let fallback = await load(URLRequest(url: origin.url("/s")), via: .asyncData, configuration: configuration)
+        #expect(Self.text(fallback.body) == "good")
+        #expect(fallback.response?.statusCode == 200)
+        #expect(origin.requests.count == 2)
+
+        // Without stale-if-error the 503 is the answer.
+        let strict = try server { _, count in
+            count == 1
+                ? AnsweringServer.Answer(headers: [("Cache-Control", "max-age=0")], body: Array("good".utf8))
+                : AnsweringServer.Answer(status: 503, reason: "Unavailable", headers: [], body: Array("down".utf8))
+        }
+        _ = await load(URLRequest(url: strict.url("/s")), via: .asyncData, configuration: configuration)
+        let plain = await load(URLRequest(url: strict.url("/s")), via: .asyncData, configuration: configuration)
+        #expect(plain.response?.statusCode == 503)
+
+        // A connection closed without an answer.
+        let served = Mutex(0)
+        let dying = try ScriptedServer { connection in
+            while connection.readRequest(timeout: 5) != nil {
+                let first = served.withLock { value -> Bool in
+                    value += 1
+                    return value == 1
+                }
+                guard first else {
+                    connection.close()
+                    return
+                }
+                connection.respond(headers: [("Cache-Control", "max-age=0, stale-if-error=60"), ("Content-Length", "4")], body: Array("kept".utf8))
+            }
+        }
+        _ = await load(URLRequest(url: dying.url("/d")), via: .asyncData, configuration: configuration)
+        let rescued = await load(URLRequest(url: dying.url("/d")), via: .asyncData, configuration: configuration)
+        #expect(rescued.error == nil, "\(String(describing: rescued.error))")
+        #expect(Self.text(rescued.body) == "kept")
+    }
+
+    @Test("a 200 to HEAD with the same validator refreshes the stored GET's fields")
+    func headRefreshes() async throws {
+        let origin = try server { request, count in
+            AnsweringServer.Answer(headers: [("Cache-Control", "max-age=60"), ("ETag", "\"h\""), ("X-Version", "\(count)")], body: request.method == "HEAD" ? [] : Array("body".utf8))
+        }
+        let cache = URLCache(memoryCapacity: 1 << 20, diskCapacity: 0, directory: nil)
+        let configuration = configuration(cache)
+        _ = await load(URLRequest(url: origin.url("/h")), via: .asyncData, configuration: configuration)
+        var head = URLRequest(url: origin.url("/h"))
+        head.httpMethod = "HEAD"
+        _ = await load(head, via: .asyncData, configuration: configuration)
+        let stored = cache.cachedResponse(for: URLRequest(url: origin.url("/h")))
+        #expect((stored?.response as? HTTPURLResponse)?.value(forHTTPHeaderField: "X-Version") == "2")
+        #expect(stored.map { Self.text($0.data) } == "body")
+    }
+
     @Test("ephemeral sessions keep private caches")
     func privateCaches() async throws {
         let origin = try server { _, count in AnsweringServer.Answer(headers: [("Cache-Control", "max-age=60")], body: Array("e\(count)".utf8)) }
