@@ -300,6 +300,13 @@ def main():
                 rec("W4 tls", "Go", runner.go_client, "w4", url, W4_CONNECTIONS, env=tls)
                 rec("W4 tls", "AsyncHTTPClient", runner.swift_client, "ahc-bench", "w4", url, W4_CONNECTIONS, env=tls)
                 rec("W4 tls", "curl", runner.curl_many, url, W4_CONNECTIONS)
+            if "CACHE" in only:
+                # A cache hit through URLSession.data(for:), next to the network round trip it saves.
+                url = base["h1"] + "/100.bin"
+                if "W1" not in only:
+                    rec("W1 h1", "Courier", runner.swift_client, "courier-bench", "w1", url, W1_REQUESTS, env=tls)
+                rec("W1 h1 cache hit", "Courier (memory)", runner.swift_client, "courier-bench", "hit", url, W1_REQUESTS, "memory", env=tls)
+                rec("W1 h1 cache hit", "Courier (disk)", runner.swift_client, "courier-bench", "hit", url, W1_REQUESTS, "disk", env=tls)
         micro = json.loads(runner.run([os.path.join(BIN, "parser-bench")])[0]) if "W1" in only and not wanted else {}
         if "COOKIES" in only:
             micro["cookie lookup"] = json.loads(runner.run([os.path.join(BIN, "cookie-bench")])[0])
@@ -340,8 +347,9 @@ def report(samples, micro, options, elapsed):
                 "elapsedSeconds": round(elapsed), "workloads": rows, "parser": micro}
     os.makedirs(RESULTS, exist_ok=True)
     stamp = now.strftime("%Y-%m-%dT%H%M")
-    # A partial run (some clients, a baseline) is kept under its date only: latest is the full table.
-    partial = bool(options.clients or options.baseline)
+    # A partial run (some clients or workloads, a baseline) is kept under its date only: latest
+    # is the full table.
+    partial = bool(options.clients or options.baseline) or not {"W1", "W2", "W3", "W4"} <= set(options.only.split(","))
     for name in ([stamp] if partial else ["latest", stamp]):
         with open(os.path.join(RESULTS, f"{name}.json"), "w") as handle:
             json.dump(document, handle, indent=2, sort_keys=True)

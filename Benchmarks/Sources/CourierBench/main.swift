@@ -68,6 +68,9 @@ guard arguments.count >= 4, let url = URL(string: arguments[2]) else {
 }
 let configuration = URLSessionConfiguration.ephemeral
 configuration.httpMaximumConnectionsPerHost = 64
+// The workloads measure the network: no cache answers for it (nginx's files carry validators,
+// and a cache would revalidate or answer them). The `hit` workload measures the cache.
+configuration.urlCache = nil
 let session = URLSession(configuration: configuration)
 let request = URLRequest(url: url)
 
@@ -103,6 +106,25 @@ case "w3":
     }
     let elapsed = ContinuousClock.now - start
     emit(["requests": delegate.error == nil ? 1 : 0, "seconds": seconds(elapsed), "bytes": delegate.bytes, "errors": delegate.error == nil ? 0 : 1])
+case "hit":
+    // COUNT sequential data(for:) answered from the cache (memory, or disk with a memory
+    // capacity of zero), after one load that stores the response.
+    let count = Int(arguments[3]) ?? 1000
+    let onDisk = arguments.count > 4 && arguments[4] == "disk"
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("courier-bench-cache-\(getpid())")
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let cached = URLSessionConfiguration.ephemeral
+    // The diskPath: form, which FoundationNetworking has too (foundation-bench shares this source).
+    cached.urlCache = onDisk
+        ? URLCache(memoryCapacity: 0, diskCapacity: 64 * 1024 * 1024, diskPath: directory.path)
+        : URLCache(memoryCapacity: 64 * 1024 * 1024, diskCapacity: 0, diskPath: nil)
+    let caching = URLSession(configuration: cached)
+    var fromCache = request
+    fromCache.cachePolicy = .returnCacheDataElseLoad
+    _ = try? await caching.data(for: fromCache)
+    // Let a disk write land before measuring.
+    try? await Task.sleep(for: .milliseconds(200))
+    emit(await sequentialLoads(count) { try await caching.data(for: fromCache).0.count }.fields)
 default:
     FileHandle.standardError.write(Data("unknown workload \(arguments[1])\n".utf8))
     exit(2)
