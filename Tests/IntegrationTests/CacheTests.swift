@@ -142,6 +142,20 @@ struct CacheTests {
         #expect(Self.text(again.body) == "a2")
     }
 
+    @Test("odd dates: Expires 0 is already expired; an RFC 850 Expires counts; Expires before Date is stale", arguments: [
+        ("Expires", "0", false),
+        ("Expires", "Sunday, 06-Nov-44 08:49:37 GMT", true),
+        ("Expires", "Thu, 01 Jan 1970 00:00:00 GMT", false),
+        ("Expires", "Wed, 01 Jan 2048 00:00:00 GMT", true),
+    ])
+    func oddDates(_ name: String, _ value: String, _ fresh: Bool) async throws {
+        let origin = try server { _, count in AnsweringServer.Answer(headers: [(name, value)], body: Array("d\(count)".utf8)) }
+        let configuration = configuration()
+        _ = await load(URLRequest(url: origin.url("/d")), via: .asyncData, configuration: configuration)
+        let again = await load(URLRequest(url: origin.url("/d")), via: .asyncData, configuration: configuration)
+        #expect(Self.text(again.body) == (fresh ? "d1" : "d2"), "\(name): \(value)")
+    }
+
     @Test("request cache policies: returnCacheDataElseLoad, returnCacheDataDontLoad, reloadIgnoringLocalCacheData, reloadRevalidatingCacheData")
     func policies() async throws {
         let origin = try server { request, count in

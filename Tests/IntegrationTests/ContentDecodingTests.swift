@@ -46,7 +46,7 @@ struct ContentDecodingTests {
 
     @Test("the default Accept-Encoding offers gzip, deflate and br")
     func defaultAcceptEncoding() async throws {
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
         let (echoData, _) = try await session.data(from: nginx.url("/echo"))
         let offered = Self.codings(try EchoReply(echoData).header("Accept-Encoding"))
@@ -62,7 +62,7 @@ struct ContentDecodingTests {
     func callerAcceptEncoding(_ value: String) async throws {
         var request = URLRequest(url: nginx.url("/echo"))
         request.setValue(value, forHTTPHeaderField: "Accept-Encoding")
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
         let (data, _) = try await session.data(for: request)
         #expect(try EchoReply(data).header("Accept-Encoding") == value)
@@ -199,7 +199,7 @@ struct ContentDecodingTests {
     @Test("with courierContentDecodingLimits raised, the same body decodes")
     func bombAllowed() async throws {
         let server = try Self.serving(try Self.bomb.get(), headers: [("Content-Type", "application/octet-stream"), ("Content-Encoding", "gzip")])
-        let configuration = URLSessionConfiguration.ephemeral
+        let configuration = URLSessionConfiguration.uncached
         var limits = configuration.courierContentDecodingLimits
         limits.maximumDecodedBytes = 1_073_741_824
         limits.maximumRatio = 1_000_000

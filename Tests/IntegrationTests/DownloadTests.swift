@@ -107,7 +107,7 @@ struct DownloadTests {
     func delegateDownload(_ path: String, _ disk: Disk) async throws {
         let before = downloadFilesPresent()
         let recorder = DownloadRecorder()
-        let session = URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: nil)
+        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
         disk.apply(to: session)
         defer { session.finishTasksAndInvalidate() }
         let task = session.downloadTask(with: nginx.url(path))
@@ -138,7 +138,7 @@ struct DownloadTests {
     @Test("a completion handler gets the file, which is gone after it returns; the delegate's download callbacks are skipped")
     func completionHandler() async throws {
         let recorder = DownloadRecorder()
-        let session = URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: nil)
+        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         let (location, contents, response, error) = await withCheckedContinuation { continuation in
             session.downloadTask(with: nginx.url("/files/1m.bin")) { location, response, error in
@@ -181,7 +181,7 @@ struct DownloadTests {
     func cancelMidBody() async throws {
         let before = downloadFilesPresent()
         let recorder = DownloadRecorder(onWrite: { $0.cancel() })
-        let session = URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: nil)
+        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         let task = session.downloadTask(with: nginx.url("/files/8m.bin"))
         task.resume()
@@ -207,7 +207,7 @@ struct DownloadTests {
 
     @Test("a file that cannot be written fails the task with .cannotWriteToFile and is deleted (mid-body, or when the last bytes are written at the end)", arguments: ["/files/1m.bin", "/files/hello.txt"], Disk.allCases)
     func writeFailure(_ resource: String, _ disk: Disk) async throws {
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         disk.apply(to: session)
         defer { session.finishTasksAndInvalidate() }
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("courier-readonly-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
@@ -226,7 +226,7 @@ struct DownloadTests {
 
     @Test("a directory where no file can be made fails the task with .cannotCreateFile")
     func createFailure() async throws {
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
         session.makeDownloadFile.withLock { make in
             make = { try DownloadFile.create(in: URL(fileURLWithPath: "/nonexistent-courier-directory")) }
@@ -241,7 +241,7 @@ struct DownloadTests {
     func cancelDuringStart() async throws {
         let before = downloadFilesPresent()
         let descriptorsBefore = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
         let taskBox = Mutex<URLSessionDownloadTask?>(nil)
         session.makeDownloadFile.withLock { make in
@@ -280,7 +280,7 @@ struct DownloadTests {
             _ = connection.readToEOF(timeout: 5)
         }
         defer { server.stop() }
-        let configuration = URLSessionConfiguration.ephemeral
+        let configuration = URLSessionConfiguration.uncached
         configuration.http2PriorKnowledge = true
         let session = URLSession(configuration: configuration)
         defer { session.invalidateAndCancel() }
@@ -303,7 +303,7 @@ struct DownloadTests {
         for _ in 0..<200 {
             let recorder = DownloadRecorder()
             let data = RecordingDelegate()
-            let session = URLSession(configuration: .ephemeral, delegate: kind == "download" ? recorder : data, delegateQueue: nil)
+            let session = URLSession(configuration: .uncached, delegate: kind == "download" ? recorder : data, delegateQueue: nil)
             if kind == "download" {
                 session.downloadTask(with: nginx.url("/files/64k.bin")).resume()
                 await recorder.waitForCompletion()
@@ -319,7 +319,7 @@ struct DownloadTests {
 
     @Test("download tasks are listed by getTasksWithCompletionHandler")
     func listed() async throws {
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         defer { session.invalidateAndCancel() }
         let download = session.downloadTask(with: nginx.url("/files/hello.txt"))
         let data = session.dataTask(with: nginx.url("/files/hello.txt"))
@@ -334,7 +334,7 @@ struct DownloadTests {
     @Test("an HTTP/2 download over TLS arrives whole")
     func http2() async throws {
         let recorder = DownloadRecorder()
-        let session = URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: nil)
+        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         session.downloadTask(with: nginx.tlsURL("good", "/files/8m.bin")).resume()
         await recorder.waitForCompletion()

@@ -8,7 +8,7 @@ import _CourierTestSupport
 @Suite("HTTP/1.1 faults from a scripted server")
 struct HTTP1FaultTests {
     func session(timeout: TimeInterval = 10, resourceTimeout: TimeInterval? = nil) -> URLSession {
-        let configuration = URLSessionConfiguration.ephemeral
+        let configuration = URLSessionConfiguration.uncached
         configuration.timeoutIntervalForRequest = timeout
         if let resourceTimeout { configuration.timeoutIntervalForResource = resourceTimeout }
         return URLSession(configuration: configuration)
@@ -225,7 +225,7 @@ struct HTTP1FaultTests {
             connection.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nforge")
             connection.readToEOF(timeout: 2)
         }
-        let configuration = URLSessionConfiguration.ephemeral
+        let configuration = URLSessionConfiguration.uncached
         configuration.httpMaximumConnectionsPerHost = 1
         let session = URLSession(configuration: configuration)
         async let first = session.data(from: server.url("/1"))
@@ -245,7 +245,7 @@ struct HTTP1FaultTests {
             Thread.sleep(forTimeInterval: 2)
             connection.respond(body: Array("slow".utf8))
         }
-        let configuration = URLSessionConfiguration.ephemeral
+        let configuration = URLSessionConfiguration.uncached
         configuration.httpMaximumConnectionsPerHost = 1
         let session = URLSession(configuration: configuration)
         var slow = URLRequest(url: server.url("/slow"))
@@ -279,7 +279,7 @@ struct HTTP1FaultTests {
             // The first delivery holds the delegate queue; the rest queues up behind it.
             if holdFirst.withLock({ state in defer { state = false }; return state }) { Thread.sleep(forTimeInterval: 1) }
         }
-        let configuration = URLSessionConfiguration.ephemeral
+        let configuration = URLSessionConfiguration.uncached
         configuration.timeoutIntervalForRequest = 5
         let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }

@@ -125,7 +125,7 @@ struct HTTP1NginxTests {
 
     @Test("sequential requests reuse one keep-alive connection")
     func keepAlive() async throws {
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
         var connections: Set<String> = []
         for _ in 0..<10 {
@@ -137,7 +137,7 @@ struct HTTP1NginxTests {
 
     @Test("Connection: close retires the connection")
     func connectionClose() async throws {
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
         var connections: Set<String> = []
         for _ in 0..<3 {
@@ -150,7 +150,7 @@ struct HTTP1NginxTests {
 
     @Test("httpMaximumConnectionsPerHost bounds concurrent connections")
     func connectionLimit() async throws {
-        let configuration = URLSessionConfiguration.ephemeral
+        let configuration = URLSessionConfiguration.uncached
         configuration.httpMaximumConnectionsPerHost = 2
         let session = URLSession(configuration: configuration)
         defer { session.finishTasksAndInvalidate() }
@@ -170,7 +170,7 @@ struct HTTP1NginxTests {
 
     @Test("a server that closes after 10 requests and after 1 s idle: every request still succeeds")
     func serverClosesOften() async throws {
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
         let base = "http://127.0.0.1:\(nginx.limitedPort)"
         var connections: Set<String> = []
@@ -195,7 +195,7 @@ struct HTTP1NginxTests {
 
     @Test("headers: request beats configuration beats defaults")
     func headerPrecedence() async throws {
-        let configuration = URLSessionConfiguration.ephemeral
+        let configuration = URLSessionConfiguration.uncached
         configuration.httpAdditionalHeaders = ["X-Config": "config", "X-Both": "config", "User-Agent": "ConfiguredAgent/1"]
         let session = URLSession(configuration: configuration)
         defer { session.finishTasksAndInvalidate() }
@@ -216,7 +216,7 @@ struct HTTP1NginxTests {
     @Test("delegate callbacks come in Apple's order, on the delegate queue, one at a time")
     func delegateOrder() async throws {
         let recorder = RecordingDelegate()
-        let session = URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: nil)
+        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         let task = session.dataTask(with: nginx.url("/chunked/1m.bin"))
         #expect(task.state == .suspended)
@@ -241,7 +241,7 @@ struct HTTP1NginxTests {
     @Test("disposition .cancel cancels the task")
     func dispositionCancel() async throws {
         let recorder = RecordingDelegate(disposition: .cancel)
-        let session = URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: nil)
+        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         session.dataTask(with: nginx.url("/files/8m.bin")).resume()
         await recorder.waitForCompletion()
@@ -267,7 +267,7 @@ struct HTTP1NginxTests {
             }
             if first { task.suspend() }
         })
-        let session = URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: nil)
+        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         let task = session.dataTask(with: nginx.url("/files/8m.bin"))
         task.resume()
@@ -300,7 +300,7 @@ struct HTTP1NginxTests {
             }
         }
         let delegate = InvalidationDelegate()
-        let session = URLSession(configuration: .ephemeral, delegate: delegate, delegateQueue: nil)
+        let session = URLSession(configuration: .uncached, delegate: delegate, delegateQueue: nil)
         for _ in 0..<3 { session.dataTask(with: nginx.url("/files/64k.bin")).resume() }
         await withCheckedContinuation { continuation in
             delegate.invalidated.withLock { $0 = continuation }

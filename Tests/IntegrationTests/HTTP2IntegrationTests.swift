@@ -15,7 +15,7 @@ struct HTTP2IntegrationTests {
     }
 
     func session(priorKnowledge: Bool = false, delegate: (any URLSessionDelegate)? = nil) -> URLSession {
-        let configuration = URLSessionConfiguration.ephemeral
+        let configuration = URLSessionConfiguration.uncached
         configuration.http2PriorKnowledge = priorKnowledge
         return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
     }

@@ -44,7 +44,7 @@ struct SessionPipelineTests {
     }
 
     func session(retryDelay: TimeInterval) -> URLSession {
-        let configuration = URLSessionConfiguration.ephemeral
+        let configuration = URLSessionConfiguration.uncached
         configuration.courierMaximumRetryAfterDelay = retryDelay
         return URLSession(configuration: configuration)
     }
@@ -131,7 +131,7 @@ struct SessionPipelineTests {
         let nginx = try NginxServer.shared()
         let records = Records()
         let handler = CapturingHandler(records: records)
-        let configuration = URLSessionConfiguration.ephemeral
+        let configuration = URLSessionConfiguration.uncached
         configuration.courierLogger = Logger(label: "courier-test") { _ in handler }
         let session = URLSession(configuration: configuration)
         defer { session.finishTasksAndInvalidate() }
@@ -172,7 +172,7 @@ struct SessionPipelineTests {
             guard connection.readRequest() != nil else { return }
             connection.respond(status: 302, reason: "Found", headers: [("Location", "myapp://callback?code=42"), ("Content-Length", "0")])
         }
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
         let delegate = RefusingDelegate()
         let (_, response) = try await session.data(for: URLRequest(url: server.url("/authorize")), delegate: delegate)
@@ -199,7 +199,7 @@ struct SessionPipelineTests {
                 connection.respond(status: 302, reason: "Found", headers: [("Location", "/next"), ("Content-Length", "0")])
             }
         }
-        let session = URLSession(configuration: .ephemeral, delegate: SlowDelegate(), delegateQueue: nil)
+        let session = URLSession(configuration: .uncached, delegate: SlowDelegate(), delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         let error = await withCheckedContinuation { continuation in
             session.dataTask(with: server.url("/first")) { _, _, error in continuation.resume(returning: error) }.resume()
@@ -231,7 +231,7 @@ struct SessionPipelineTests {
         request.httpMethod = "POST"
         request.httpBodyStream = InputStream(data: body)
         let delegate = StreamDelegate(body: body, givesStream: true)
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
         let (data, response) = try await session.data(for: request, delegate: delegate)
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
@@ -246,7 +246,7 @@ struct SessionPipelineTests {
     func noNewBodyStream() async throws {
         let nginx = try NginxServer.shared()
         let body = Data("streamed".utf8)
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
         for delegate in [StreamDelegate(body: body, givesStream: false), nil] {
             var request = URLRequest(url: nginx.url("/redirect/307"))

@@ -139,3 +139,14 @@ func timedLoad(_ session: URLSession, _ request: URLRequest) async -> (error: (a
         }.resume()
     }
 }
+
+extension URLSessionConfiguration {
+    /// An ephemeral configuration without a cache, for the suites that test the transport: a
+    /// repeated request for one of nginx's files (which carry Last-Modified, so they are
+    /// heuristically fresh for a moment) must reach the server, not the session's cache.
+    static var uncached: URLSessionConfiguration {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        return configuration
+    }
+}

@@ -35,7 +35,7 @@ struct TLSNginxTests {
 
     @Test("https GET succeeds with verification, on 127.0.0.1 and localhost", arguments: ["127.0.0.1", "localhost"])
     func get(_ host: String) async throws {
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
         let (data, response) = try await session.data(from: nginx.tlsURL("good", "/files/hello.txt", host: host))
         let http = try #require(response as? HTTPURLResponse)
@@ -52,7 +52,7 @@ struct TLSNginxTests {
         ("selfsigned", .serverCertificateHasUnknownRoot),
     ])
     func failures(_ entry: (String, URLError.Code)) async throws {
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
         await expectURLError(entry.1) { _ = try await session.data(from: nginx.tlsURL(entry.0, "/files/hello.txt")) }
     }
@@ -64,7 +64,7 @@ struct TLSNginxTests {
                   let trust = challenge.protectionSpace.serverTrust else { return (.performDefaultHandling, nil) }
             return (.useCredential, URLCredential(trust: trust))
         }
-        let session = URLSession(configuration: .ephemeral, delegate: delegate, delegateQueue: nil)
+        let session = URLSession(configuration: .uncached, delegate: delegate, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         let (data, _) = try await session.data(from: nginx.tlsURL("selfsigned", "/files/hello.txt"))
         #expect(Array(data) == NginxServer.fixtures["hello.txt"])
@@ -82,7 +82,7 @@ struct TLSNginxTests {
             var error: CFError?
             return SecTrustEvaluateWithError(trust, &error) ? (.useCredential, URLCredential(trust: trust)) : (.cancelAuthenticationChallenge, nil)
         }
-        let session = URLSession(configuration: .ephemeral, delegate: delegate, delegateQueue: nil)
+        let session = URLSession(configuration: .uncached, delegate: delegate, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         let (_, response) = try await session.data(from: nginx.tlsURL("good", "/files/100.bin"))
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
@@ -104,7 +104,7 @@ struct TLSNginxTests {
                 return hash == pinned ? (.useCredential, URLCredential(trust: trust)) : (.cancelAuthenticationChallenge, nil)
             }
         }
-        let session = URLSession(configuration: .ephemeral, delegate: makeDelegate(), delegateQueue: nil)
+        let session = URLSession(configuration: .uncached, delegate: makeDelegate(), delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         _ = try await session.data(from: nginx.tlsURL("good", "/files/100.bin"))
         // The self-signed vhost's certificate has another hash.
@@ -114,7 +114,7 @@ struct TLSNginxTests {
     @Test("the trust decision is made once per connection, not per request")
     func challengePerConnection() async throws {
         let delegate = ChallengeDelegate { _ in (.performDefaultHandling, nil) }
-        let session = URLSession(configuration: .ephemeral, delegate: delegate, delegateQueue: nil)
+        let session = URLSession(configuration: .uncached, delegate: delegate, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         var connections: Set<String> = []
         for _ in 0..<5 {
@@ -131,7 +131,7 @@ struct TLSNginxTests {
 
     @Test("sessions are resumed on new connections")
     func resumption() async throws {
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
         var reused: [String] = []
         for _ in 0..<3 {
@@ -144,14 +144,14 @@ struct TLSNginxTests {
 
     @Test("TLS version bounds are honoured")
     func versionBounds() async throws {
-        let capped = URLSessionConfiguration.ephemeral
+        let capped = URLSessionConfiguration.uncached
         capped.tlsMaximumSupportedProtocolVersion = .TLSv12
         let cappedSession = URLSession(configuration: capped)
         defer { cappedSession.finishTasksAndInvalidate() }
         let (_, response) = try await cappedSession.data(from: nginx.tlsURL("good", "/files/100.bin"))
         #expect((response as? HTTPURLResponse)?.value(forHTTPHeaderField: "X-SSL-Protocol") == "TLSv1.2")
 
-        let strict = URLSessionConfiguration.ephemeral
+        let strict = URLSessionConfiguration.uncached
         strict.tlsMinimumSupportedProtocolVersion = .TLSv13
         let strictSession = URLSession(configuration: strict)
         defer { strictSession.finishTasksAndInvalidate() }
@@ -161,7 +161,7 @@ struct TLSNginxTests {
     @Test("metrics record the TLS version, cipher suite and handshake")
     func metrics() async throws {
         let recorder = RecordingDelegate()
-        let session = URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: nil)
+        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         session.dataTask(with: nginx.tlsURL("good", "/files/64k.bin")).resume()
         await recorder.waitForCompletion()
@@ -188,7 +188,7 @@ struct TLSNginxTests {
             }
             return (.performDefaultHandling, nil)
         }
-        let session = URLSession(configuration: .ephemeral, delegate: delegate, delegateQueue: nil)
+        let session = URLSession(configuration: .uncached, delegate: delegate, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         let (_, response) = try await session.data(from: nginx.tlsURL("clientcert", "/files/100.bin"))
         let http = try #require(response as? HTTPURLResponse)
@@ -197,7 +197,7 @@ struct TLSNginxTests {
         #expect(delegate.seen.withLock { $0 }.contains(NSURLAuthenticationMethodClientCertificate))
 
         // Without a certificate nginx finishes the handshake and answers 400.
-        let plain = URLSession(configuration: .ephemeral)
+        let plain = URLSession(configuration: .uncached)
         defer { plain.finishTasksAndInvalidate() }
         let (_, refused) = try await plain.data(from: nginx.tlsURL("clientcert", "/files/100.bin"))
         #expect((refused as? HTTPURLResponse)?.statusCode == 400)
@@ -207,7 +207,7 @@ struct TLSNginxTests {
     func clientCertificateRequired() async throws {
         let pki = try TestCertificates.make()
         let server = try OpenSSLServer(certificate: pki.serverPEM, key: pki.serverKey, arguments: ["-Verify", "1", "-CAfile", pki.caPEM])
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
         await expectURLError(.clientCertificateRequired) { _ = try await session.data(from: server.url()) }
     }

@@ -65,7 +65,7 @@ struct TLSTruncationTests {
         let server = try ScriptedServer { connection in
             try? TLSTruncationTests.serve(connection, response: "HTTP/1.0 200 OK\r\n\r\nthe whole body", closeNotify: true)
         }
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
         let (data, _) = try await session.data(from: URL(string: "https://127.0.0.1:\(server.port)/")!)
         #expect(String(decoding: data, as: UTF8.self) == "the whole body")
@@ -76,7 +76,7 @@ struct TLSTruncationTests {
         let server = try ScriptedServer { connection in
             try? TLSTruncationTests.serve(connection, response: "HTTP/1.0 200 OK\r\n\r\nmaybe the whole body", closeNotify: false)
         }
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
         do {
             _ = try await session.data(from: URL(string: "https://127.0.0.1:\(server.port)/")!)
@@ -96,7 +96,7 @@ struct TLSTruncationTests {
             // The client closes as its connect deadline passes, long before the 8 s wait ends.
             abandoned.withLock { $0 = ContinuousClock.now - start < .seconds(6) }
         }
-        let configuration = URLSessionConfiguration.ephemeral
+        let configuration = URLSessionConfiguration.uncached
         configuration.timeoutIntervalForRequest = 0.5
         let session = URLSession(configuration: configuration)
         defer { session.finishTasksAndInvalidate() }
@@ -124,7 +124,7 @@ struct TLSTruncationTests {
             )
             _ = connection.readToEOF(timeout: 3)
         }
-        let configuration = URLSessionConfiguration.ephemeral
+        let configuration = URLSessionConfiguration.uncached
         configuration.httpMaximumConnectionsPerHost = 1
         let session = URLSession(configuration: configuration)
         defer { session.finishTasksAndInvalidate() }
@@ -140,7 +140,7 @@ struct TLSTruncationTests {
         let server = try ScriptedServer { connection in
             try? TLSTruncationTests.serve(connection, response: "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbody", closeNotify: false)
         }
-        let session = URLSession(configuration: .ephemeral)
+        let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
         let (data, _) = try await session.data(from: URL(string: "https://127.0.0.1:\(server.port)/")!)
         #expect(String(decoding: data, as: UTF8.self) == "body")
