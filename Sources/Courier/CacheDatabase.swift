@@ -701,56 +701,22 @@ final class CacheDatabase: @unchecked Sendable {
         }
     }
 
-    /// A column that does not hold what this store writes.
-    private struct UnreadableColumn: Error {}
+    private typealias UnreadableColumn = StrictRowReader.UnreadableColumn
 
-    /// Strict readers of the current row: each checks the column's storage class before
-    /// reading it (reading may convert it).
+    /// The store's columns read strictly (``StrictRowReader``).
     private struct RowReader {
         let statement: SQLiteStatement
+        private var row: StrictRowReader { StrictRowReader(statement: statement) }
 
-        func text(_ column: Column) throws -> String {
-            guard let text = try optionalText(column) else { throw UnreadableColumn() }
-            return text
+        init(statement: SQLiteStatement) {
+            self.statement = statement
         }
 
-        /// NULL, or text that is valid UTF-8.
-        func optionalText(_ column: Column) throws -> String? {
-            switch statement.storageClass(at: column.rawValue) {
-            case SQLITE_NULL:
-                return nil
-            case SQLITE_TEXT:
-                guard let bytes = statement.blob(at: column.rawValue), let text = String(validating: bytes, as: UTF8.self) else {
-                    throw UnreadableColumn()
-                }
-                return text
-            default:
-                throw UnreadableColumn()
-            }
-        }
-
-        /// NULL, or a blob.
-        func optionalBlob(_ column: Column) throws -> Data? {
-            switch statement.storageClass(at: column.rawValue) {
-            case SQLITE_NULL: return nil
-            case SQLITE_BLOB: return statement.blob(at: column.rawValue)
-            default: throw UnreadableColumn()
-            }
-        }
-
-        func integer(_ column: Column) throws -> Int64 {
-            guard statement.storageClass(at: column.rawValue) == SQLITE_INTEGER else { throw UnreadableColumn() }
-            return statement.int64(at: column.rawValue)
-        }
-
-        /// A finite number of seconds since 1970 (REAL, or INTEGER from other tools).
-        func date(_ column: Column) throws -> Date {
-            let storage = statement.storageClass(at: column.rawValue)
-            guard storage == SQLITE_FLOAT || storage == SQLITE_INTEGER else { throw UnreadableColumn() }
-            let seconds = statement.double(at: column.rawValue)
-            guard seconds.isFinite else { throw UnreadableColumn() }
-            return Date(timeIntervalSince1970: seconds)
-        }
+        func text(_ column: Column) throws -> String { try row.text(at: column.rawValue) }
+        func optionalText(_ column: Column) throws -> String? { try row.optionalText(at: column.rawValue) }
+        func optionalBlob(_ column: Column) throws -> Data? { try row.optionalBlob(at: column.rawValue) }
+        func integer(_ column: Column) throws -> Int64 { try row.integer(at: column.rawValue) }
+        func date(_ column: Column) throws -> Date { try row.date(at: column.rawValue) }
     }
 }
 

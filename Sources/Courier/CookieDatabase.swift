@@ -268,63 +268,26 @@ final class CookieDatabase: @unchecked Sendable {
         }
     }
 
-    /// A column that does not hold what this store writes.
-    private struct UnreadableColumn: Error {}
+    private typealias UnreadableColumn = StrictRowReader.UnreadableColumn
 
-    /// Strict readers of the current row: each checks the column's storage class before
-    /// reading it (reading may convert it), and throws ``UnreadableColumn`` for anything this
-    /// store would not have written.
+    /// The store's columns read strictly (``StrictRowReader``), plus its own two encodings.
     private struct RowReader {
         let statement: SQLiteStatement
+        private var row: StrictRowReader { StrictRowReader(statement: statement) }
 
-        /// Text that is valid UTF-8 (not NULL, a number or a blob).
-        func text(_ column: Column) throws -> String {
-            guard let text = try optionalText(column) else { throw UnreadableColumn() }
-            return text
+        init(statement: SQLiteStatement) {
+            self.statement = statement
         }
 
-        /// NULL, or text that is valid UTF-8.
-        func optionalText(_ column: Column) throws -> String? {
-            switch statement.storageClass(at: column.result) {
-            case SQLITE_NULL:
-                return nil
-            case SQLITE_TEXT:
-                // The bytes as stored: `text(at:)` would repair bad UTF-8 instead of refusing it.
-                guard let bytes = statement.blob(at: column.result), let text = String(validating: bytes, as: UTF8.self) else {
-                    throw UnreadableColumn()
-                }
-                return text
-            default:
-                throw UnreadableColumn()
-            }
-        }
-
-        /// The integer 0 (false) or 1 (true).
-        func flag(_ column: Column) throws -> Bool {
-            guard statement.storageClass(at: column.result) == SQLITE_INTEGER else { throw UnreadableColumn() }
-            switch statement.int64(at: column.result) {
-            case 0: return false
-            case 1: return true
-            default: throw UnreadableColumn()
-            }
-        }
+        func text(_ column: Column) throws -> String { try row.text(at: column.result) }
+        func optionalText(_ column: Column) throws -> String? { try row.optionalText(at: column.result) }
+        func flag(_ column: Column) throws -> Bool { try row.flag(at: column.result) }
+        func date(_ column: Column) throws -> Date { try row.date(at: column.result) }
 
         /// An integer that fits an `Int`.
         func integer(_ column: Column) throws -> Int {
-            guard statement.storageClass(at: column.result) == SQLITE_INTEGER,
-                let value = Int(exactly: statement.int64(at: column.result))
-            else { throw UnreadableColumn() }
+            guard let value = Int(exactly: try row.integer(at: column.result)) else { throw UnreadableColumn() }
             return value
-        }
-
-        /// A finite number of seconds since 1970. A REAL column reports whole numbers as
-        /// REAL too; an INTEGER is accepted as well, for rows written by other tools.
-        func date(_ column: Column) throws -> Date {
-            let storage = statement.storageClass(at: column.result)
-            guard storage == SQLITE_FLOAT || storage == SQLITE_INTEGER else { throw UnreadableColumn() }
-            let seconds = statement.double(at: column.result)
-            guard seconds.isFinite else { throw UnreadableColumn() }
-            return Date(timeIntervalSince1970: seconds)
         }
 
         /// NULL (no attribute), or `Strict`, `Lax` or `None`.

@@ -93,14 +93,7 @@ open class HTTPCookieStorage: NSObject, @unchecked Sendable {
 
     /// `$XDG_DATA_HOME/courier/<name>`, `~/.local/share/courier/<name>` without it.
     static func defaultStoreURL(name: String, environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
-        let base: URL
-        if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
-            base = URL(fileURLWithPath: data, isDirectory: true)
-        } else {
-            let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
-            base = URL(fileURLWithPath: home, isDirectory: true).appendingPathComponent(".local/share", isDirectory: true)
-        }
-        return base.appendingPathComponent("courier", isDirectory: true).appendingPathComponent(name)
+        XDGDirectories.data(name, environment: environment)
     }
 
     // MARK: Apple's API

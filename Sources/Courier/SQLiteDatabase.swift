@@ -367,3 +367,69 @@ final class SQLiteStatement {
         guard result == SQLITE_OK else { throw database.failure(result) }
     }
 }
+
+/// Strict readers of a statement's current row, for stores that must refuse what they did not
+/// write (a row damaged, or written by another tool): each checks the column's storage class
+/// before reading it (reading may convert it) and throws ``UnreadableColumn`` otherwise.
+struct StrictRowReader {
+    /// A column that does not hold what the store writes.
+    struct UnreadableColumn: Error {}
+
+    let statement: SQLiteStatement
+
+    /// Text that is valid UTF-8 (not NULL, a number or a blob).
+    func text(at index: Int32) throws -> String {
+        guard let text = try optionalText(at: index) else { throw UnreadableColumn() }
+        return text
+    }
+
+    /// NULL, or text that is valid UTF-8.
+    func optionalText(at index: Int32) throws -> String? {
+        switch statement.storageClass(at: index) {
+        case SQLITE_NULL:
+            return nil
+        case SQLITE_TEXT:
+            // The bytes as stored: `text(at:)` would repair bad UTF-8 instead of refusing it.
+            guard let bytes = statement.blob(at: index), let text = String(validating: bytes, as: UTF8.self) else {
+                throw UnreadableColumn()
+            }
+            return text
+        default:
+            throw UnreadableColumn()
+        }
+    }
+
+    /// NULL, or a blob.
+    func optionalBlob(at index: Int32) throws -> Data? {
+        switch statement.storageClass(at: index) {
+        case SQLITE_NULL: return nil
+        case SQLITE_BLOB: return statement.blob(at: index)
+        default: throw UnreadableColumn()
+        }
+    }
+
+    /// An integer.
+    func integer(at index: Int32) throws -> Int64 {
+        guard statement.storageClass(at: index) == SQLITE_INTEGER else { throw UnreadableColumn() }
+        return statement.int64(at: index)
+    }
+
+    /// The integer 0 (false) or 1 (true).
+    func flag(at index: Int32) throws -> Bool {
+        switch try integer(at: index) {
+        case 0: return false
+        case 1: return true
+        default: throw UnreadableColumn()
+        }
+    }
+
+    /// A finite number of seconds since 1970. A REAL column reports whole numbers as REAL
+    /// too; an INTEGER is accepted as well, for rows written by other tools.
+    func date(at index: Int32) throws -> Date {
+        let storage = statement.storageClass(at: index)
+        guard storage == SQLITE_FLOAT || storage == SQLITE_INTEGER else { throw UnreadableColumn() }
+        let seconds = statement.double(at: index)
+        guard seconds.isFinite else { throw UnreadableColumn() }
+        return Date(timeIntervalSince1970: seconds)
+    }
+}

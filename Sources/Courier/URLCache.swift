@@ -437,14 +437,7 @@ open class URLCache: NSObject, @unchecked Sendable {
     /// `$XDG_CACHE_HOME/courier/<path>`: `~/.cache/courier/<path>` without it; `URLCache`
     /// for nil or empty; an absolute `path` as it is.
     static func directory(forDiskPath path: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
-        let base: URL
-        if let cache = environment["XDG_CACHE_HOME"], cache.hasPrefix("/") {
-            base = URL(fileURLWithPath: cache, isDirectory: true)
-        } else {
-            let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
-            base = URL(fileURLWithPath: home, isDirectory: true).appendingPathComponent(".cache", isDirectory: true)
-        }
-        let courier = base.appendingPathComponent("courier", isDirectory: true)
+        let courier = XDGDirectories.cache(environment: environment)
         guard let path, !path.isEmpty else { return courier.appendingPathComponent("URLCache", isDirectory: true) }
         if path.hasPrefix("/") { return URL(fileURLWithPath: path, isDirectory: true) }
         return courier.appendingPathComponent(path, isDirectory: true)

@@ -245,17 +245,7 @@ open class URLCredentialStorage: NSObject, @unchecked Sendable {
     /// `$XDG_DATA_HOME/courier/credentials.sqlite`, `XDG_DATA_HOME` defaulting to
     /// `$HOME/.local/share` (the XDG base directory specification).
     static func defaultStoreURL(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
-        let base: URL
-        if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
-            // The specification: a relative path in the variable is invalid and ignored.
-            base = URL(fileURLWithPath: data, isDirectory: true)
-        } else if let home = environment["HOME"], home.hasPrefix("/") {
-            base = URL(fileURLWithPath: home, isDirectory: true).appendingPathComponent(".local/share", isDirectory: true)
-        } else {
-            // No HOME (a service, say): the account's home directory from the password database.
-            base = FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/share", isDirectory: true)
-        }
-        return base.appendingPathComponent("courier", isDirectory: true).appendingPathComponent("credentials.sqlite", isDirectory: false)
+        XDGDirectories.data("credentials.sqlite", environment: environment)
     }
 
     /// The store of ``shared`` and ``init()``.

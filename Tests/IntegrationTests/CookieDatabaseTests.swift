@@ -340,44 +340,10 @@ struct CookieDatabaseTests {
 
         let directory = try CookieStoreDirectory()
         defer { directory.remove() }
-        let process = Process()
-        process.executableURL = writer
-        process.arguments = [directory.store.path, String(batches), String(perBatch)]
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-
-        // Reads "committed <batch>" lines until the writer is gone; kills it once it reported
-        // `threshold` commits. The lines already in the pipe then are read too: those batches
-        // committed before the kill.
-        var reported = Set<Int>()
-        var pending = Data()
-        var killed = false
-        let reader = output.fileHandleForReading
-        while true {
-            let chunk = reader.availableData
-            if chunk.isEmpty { break }
-            pending.append(chunk)
-            while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
-                pending.removeSubrange(pending.startIndex...newline)
-                if line.hasPrefix("committed "), let batch = Int(line.dropFirst("committed ".count)) {
-                    reported.insert(batch)
-                }
-            }
-            if !killed, reported.count >= threshold {
-                if delay > 0 { usleep(delay) }
-                #expect(kill(process.processIdentifier, SIGKILL) == 0)
-                killed = true
-            }
-        }
-        process.waitUntilExit()
-        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(killed, "the writer stopped after \(reported.count) commits: \(stderr)")
-        #expect(process.terminationReason == .uncaughtSignal, "\(stderr)")
+        let run = try runAndKillStoreWriter(writer, arguments: [directory.store.path, String(batches), String(perBatch)], threshold: threshold, delay: delay)
+        let reported = run.reported
+        #expect(run.killed, "the writer stopped after \(reported.count) commits: \(run.stderr)")
+        #expect(run.terminationReason == .uncaughtSignal, "\(run.stderr)")
         let lastReported = try #require(reported.max())
         // Reported in order, none missing.
         #expect(reported == Set(0...lastReported))

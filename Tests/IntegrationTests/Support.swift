@@ -150,3 +150,50 @@ extension URLSessionConfiguration {
         return configuration
     }
 }
+
+/// What a killed store writer (`courier-store-writer`) reported before it died.
+struct KilledWriter {
+    /// The indexes it printed as `committed <index>`: durable before the kill.
+    var reported: Set<Int>
+    var killed: Bool
+    var terminationReason: Process.TerminationReason
+    var stderr: String
+}
+
+/// Starts `courier-store-writer` with `arguments`, reads its `committed <index>` lines, and
+/// kills it with SIGKILL once it reported `threshold` of them (after `delay` microseconds);
+/// the lines already in the pipe then are read too.
+func runAndKillStoreWriter(_ writer: URL, arguments: [String], threshold: Int, delay: UInt32) throws -> KilledWriter {
+    let process = Process()
+    process.executableURL = writer
+    process.arguments = arguments
+    let output = Pipe()
+    let errors = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    var reported = Set<Int>()
+    var pending = Data()
+    var killed = false
+    let reader = output.fileHandleForReading
+    while true {
+        let chunk = reader.availableData
+        if chunk.isEmpty { break }
+        pending.append(chunk)
+        while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+            let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
+            pending.removeSubrange(pending.startIndex...newline)
+            if line.hasPrefix("committed "), let index = Int(line.dropFirst("committed ".count)) {
+                reported.insert(index)
+            }
+        }
+        if !killed, reported.count >= threshold {
+            if delay > 0 { usleep(delay) }
+            killed = kill(process.processIdentifier, SIGKILL) == 0
+        }
+    }
+    process.waitUntilExit()
+    let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    return KilledWriter(reported: reported, killed: killed, terminationReason: process.terminationReason, stderr: stderr)
+}

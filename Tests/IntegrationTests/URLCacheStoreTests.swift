@@ -831,45 +831,10 @@ struct URLCacheStoreTests {
 
         let directory = try CacheTestDirectory()
         defer { directory.remove() }
-        let process = Process()
-        process.executableURL = writer
-        // At most 2,000 entries (200 MB) should the kill never come.
-        process.arguments = ["cache", directory.cache.path, "2000"]
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-
-        // Reads "committed <index>" lines until the writer is gone; kills it once it reported
-        // `threshold`. Lines already in the pipe then are read too: those entries committed
-        // before the kill.
-        var reported = Set<Int>()
-        var pending = Data()
-        var killed = false
-        let reader = output.fileHandleForReading
-        while true {
-            let chunk = reader.availableData
-            if chunk.isEmpty { break }
-            pending.append(chunk)
-            while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
-                pending.removeSubrange(pending.startIndex...newline)
-                if line.hasPrefix("committed "), let index = Int(line.dropFirst("committed ".count)) {
-                    reported.insert(index)
-                }
-            }
-            if !killed, reported.count >= threshold {
-                if delay > 0 { usleep(delay) }
-                #expect(kill(process.processIdentifier, SIGKILL) == 0)
-                killed = true
-            }
-        }
-        process.waitUntilExit()
-        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(killed, "the writer stopped after \(reported.count) entries: \(stderr)")
-        #expect(process.terminationReason == .uncaughtSignal, "\(stderr)")
+        let run = try runAndKillStoreWriter(writer, arguments: ["cache", directory.cache.path, "2000"], threshold: threshold, delay: delay)
+        let reported = run.reported
+        #expect(run.killed, "the writer stopped after \(reported.count) entries: \(run.stderr)")
+        #expect(run.terminationReason == .uncaughtSignal, "\(run.stderr)")
         let lastReported = try #require(reported.max())
         #expect(reported == Set(0...lastReported))
 
