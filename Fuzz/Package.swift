@@ -63,6 +63,11 @@ let package = Package(
             dependencies: [.product(name: "CourierPolicies", package: courier)],
             path: "Sources/FuzzSetCookie"
         ),
+        .executableTarget(
+            name: "fuzz-cache-headers",
+            dependencies: [.product(name: "CourierPolicies", package: courier), .product(name: "CourierCore", package: courier)],
+            path: "Sources/FuzzCacheHeaders"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-all=(http1-response http1-chunked request-encoding url-request http2-frames tls-records redirect-location content-decoding auth-challenge set-cookie)
+all=(http1-response http1-chunked request-encoding url-request http2-frames tls-records redirect-location content-decoding auth-challenge set-cookie cache-headers)
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
 swift build -c release --sanitize=fuzzer --sanitize=address \
@@ -43,6 +43,7 @@ for target in "${targets[@]}"; do
     http1-*) dictionary=(-dict=Dictionaries/http1.dict) ;;
     auth-challenge) dictionary=(-dict=Dictionaries/auth-challenge.dict) ;;
     set-cookie) dictionary=(-dict=Dictionaries/set-cookie.dict) ;;
+    cache-headers) dictionary=(-dict=Dictionaries/cache-headers.dict) ;;
   esac
   log="Findings/$target/last-run.log"
   set +e

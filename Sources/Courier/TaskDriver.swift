@@ -393,7 +393,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         // A complete, storable response goes to the cache: through the data delegate's
         // `willCacheResponse` where Apple asks it, else straight away.
         var cacheProposal: (CachedURLResponse, URLRequest)?
-        if ending == .success, decodeFailure == nil, state.withLock({ $0.failure == nil }), let proposal = self.cacheProposal() {
+        if ending == .success, decodeFailure == nil, session.frozenConfiguration.urlCache != nil,
+           state.withLock({ $0.failure == nil }), let proposal = self.cacheProposal() {
             if asksWillCacheResponse {
                 cacheProposal = proposal
             } else {
