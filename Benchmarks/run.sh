@@ -19,6 +19,9 @@ fi
 # foundation-bench is courier-bench with the import swapped: the same code.
 mkdir -p Sources/FoundationBench
 sed 's/^import Courier$/import FoundationNetworking/' Sources/CourierBench/main.swift > Sources/FoundationBench/main.swift
+# SwiftPM can miss a source file added to the path dependency and keep an old build plan (the
+# clients then measure stale code); planning afresh costs a second.
+rm -f .build/release/description.json
 swift build -c release
 mkdir -p bin
 (cd peers/go && GOFLAGS=-mod=mod go build -o ../../bin/go-bench .)
