@@ -69,7 +69,12 @@ extension TaskDriver {
         guard rememberedSomething || hasChosenCredential.load(ordering: .acquiring), let url = request.url else { return (nil, nil) }
         let method = transportRequest.head.method.rawValue
         let uri = transportRequest.head.target
-        let body = Self.bodyBytes(source, request)
+        // The body is hashed only by Digest auth-int: copied out only when a Digest credential
+        // may answer (an upload with Basic is not copied for nothing).
+        let digestPossible = state.withLock { state in
+            state.authentication.server?.offer.isDigest == true || state.authentication.proxy?.offer.isDigest == true
+        } || (rememberedSomething && session.preemptiveAuthentication.withLock { $0.entries.contains { $0.method != .basic } })
+        let body = digestPossible ? Self.bodyBytes(source, request) : nil
         let scheme = url.scheme?.lowercased() ?? "http"
         var host = url.host(percentEncoded: false) ?? ""
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }

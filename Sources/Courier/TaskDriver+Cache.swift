@@ -142,9 +142,10 @@ extension TaskDriver {
         run(state.withLock { $0.machine.handle(.bodyFinished) })
     }
 
-    /// Body bytes from the cache: kept aside for a redirect or handed to the sink, undecoded
-    /// (the cache holds what was delivered, decoded already).
-    private func deliverStoredBody(_ data: Data) {
+    /// Body bytes from the cache (a hit, or the stored body after a merged 304): kept aside
+    /// for a redirect or handed to the sink, undecoded (the cache holds what was delivered,
+    /// decoded already).
+    func deliverStoredBody(_ data: Data) {
         guard !data.isEmpty else { return }
         enum Route { case keep, overflow, deliver }
         let route = state.withLock { state -> Route in
@@ -193,11 +194,6 @@ extension TaskDriver {
         state.cache.collected = nil
         logger.debug("the origin failed: a stale stored response answers (stale-if-error)", metadata: ["task": "\(identifier)"])
         return stored
-    }
-
-    /// Delivers the stored body after a merged 304's head.
-    func deliverRevalidatedBody(_ data: Data) {
-        deliverStoredBody(data)
     }
 
     // MARK: Storing

@@ -3,118 +3,6 @@ import Foundation
 import Logging
 import Synchronization
 
-// MARK: - CachedURLResponse
-
-/// A response and its body as a cache keeps them: Apple's `CachedURLResponse`.
-///
-/// Immutable to user code. Courier's session also records, in internal fields, what RFC 9111
-/// needs to judge the entry later: the request's header fields (for `Vary`), and when the
-/// request was sent and the response received (for the age calculation). Set them before the
-/// object is stored or shared: a cache hands out the object it was given.
-open class CachedURLResponse: NSObject, NSCopying, @unchecked Sendable {
-    private let storedResponse: URLResponse
-    private let storedData: Data
-    private let storedUserInfo: [AnyHashable: Any]?
-    private let storedStoragePolicy: URLCache.StoragePolicy
-
-    /// The header fields of the request that got the response, as sent, for `Vary` (RFC 9111
-    /// section 4.1). Empty by default.
-    var requestFields: HTTPFields
-    /// When the request was sent: `request_time` of RFC 9111 section 4.2.3. The moment the
-    /// object was made by default.
-    var requestTime: Date
-    /// When the response was received: `response_time` of RFC 9111 section 4.2.3, and the
-    /// date ``URLCache/removeCachedResponses(since:)`` compares. The moment the object was
-    /// made by default.
-    var responseTime: Date
-
-    /// A response allowed in memory and on disk, without user info.
-    public init(response: URLResponse, data: Data) {
-        let now = Date()
-        storedResponse = response
-        storedData = data
-        storedUserInfo = nil
-        storedStoragePolicy = .allowed
-        requestFields = HTTPFields()
-        requestTime = now
-        responseTime = now
-        super.init()
-    }
-
-    /// A response with user info and a storage policy. On disk, only user info that is a
-    /// property list (string keys; strings, numbers, dates, data, arrays and dictionaries)
-    /// is kept; other user info is kept in memory only.
-    public init(response: URLResponse, data: Data, userInfo: [AnyHashable: Any]? = nil, storagePolicy: URLCache.StoragePolicy) {
-        let now = Date()
-        storedResponse = response
-        storedData = data
-        storedUserInfo = userInfo
-        storedStoragePolicy = storagePolicy
-        requestFields = HTTPFields()
-        requestTime = now
-        responseTime = now
-        super.init()
-    }
-
-    /// A response with every internal field: the session's initializer.
-    ///
-    /// - Parameters:
-    ///   - requestFields: the header fields of the request as sent (for `Vary`).
-    ///   - requestTime: when that request was sent.
-    ///   - responseTime: when the response head arrived.
-    convenience init(
-        response: URLResponse, data: Data, userInfo: [AnyHashable: Any]? = nil, storagePolicy: URLCache.StoragePolicy,
-        requestFields: HTTPFields, requestTime: Date, responseTime: Date
-    ) {
-        self.init(response: response, data: data, userInfo: userInfo, storagePolicy: storagePolicy)
-        self.requestFields = requestFields
-        self.requestTime = requestTime
-        self.responseTime = responseTime
-    }
-
-    /// The response.
-    open var response: URLResponse { storedResponse }
-    /// The body.
-    open var data: Data { storedData }
-    /// Whatever the storer attached; nil for none.
-    open var userInfo: [AnyHashable: Any]? { storedUserInfo }
-    /// Where a cache may keep it.
-    open var storagePolicy: URLCache.StoragePolicy { storedStoragePolicy }
-
-    open override func copy() -> Any {
-        copy(with: nil)
-    }
-
-    /// A new object with the same values (internal fields included), so that changing the
-    /// copy's internal fields leaves this one alone.
-    open func copy(with zone: NSZone? = nil) -> Any {
-        CachedURLResponse(
-            response: storedResponse, data: storedData, userInfo: storedUserInfo, storagePolicy: storedStoragePolicy,
-            requestFields: requestFields, requestTime: requestTime, responseTime: responseTime
-        )
-    }
-
-    /// Equal when response, data and storage policy are (user info holds values that cannot be
-    /// compared, as in swift-corelibs-foundation).
-    open override func isEqual(_ value: Any?) -> Bool {
-        guard let other = value as? CachedURLResponse else { return false }
-        if other === self { return true }
-        return response.isEqual(other.response) && data == other.data && storagePolicy == other.storagePolicy
-    }
-
-    open override var hash: Int {
-        var hasher = Hasher()
-        hasher.combine(response.hash)
-        hasher.combine(data)
-        hasher.combine(storagePolicy)
-        return hasher.finalize()
-    }
-
-    open override var description: String {
-        "<CachedURLResponse \(response.url?.absoluteString ?? "nil")> { \(data.count) bytes, \(storagePolicy) }"
-    }
-}
-
 // MARK: - URLCache
 
 /// Apple's `URLCache`: responses kept by request, in memory and on disk.
@@ -180,13 +68,13 @@ open class URLCache: NSObject, @unchecked Sendable {
 
     private static let sharedCache = Mutex<URLCache?>(nil)
 
-    private let state: Mutex<State>
-    private let disk: Mutex<DiskState>
+    let state: Mutex<State>
+    let disk: Mutex<DiskState>
     /// Runs the disk work, in order.
-    private let writer = DispatchQueue(label: "Courier URLCache writer")
+    let writer = DispatchQueue(label: "Courier URLCache writer")
     /// Jobs queued on `writer` and not finished; ``flush()`` waits for 0.
-    private let queuedJobs = Atomic<Int>(0)
-    private let logger = Logger(label: "courier")
+    let queuedJobs = Atomic<Int>(0)
+    let logger = Logger(label: "courier")
 
     /// The cache of `URLSessionConfiguration.default`: 512,000 bytes in memory and
     /// 10,000,000 on disk, in `$XDG_CACHE_HOME/courier/URLCache/` (`~/.cache/courier/URLCache/`
@@ -605,182 +493,10 @@ open class URLCache: NSObject, @unchecked Sendable {
         }
     }
 
-    // MARK: Disk work (on the writer queue)
-
-    /// Work a store queues.
-    private enum DiskJob {
-        case write(generation: UInt64)
-        case delete(generation: UInt64)
-    }
-
-    /// Queues `work` on the writer queue, counted for ``flush()``.
-    private func enqueue(_ work: @escaping @Sendable () -> Void) {
-        _ = queuedJobs.add(1, ordering: .relaxed)
-        writer.async { [self] in
-            work()
-            _ = self.queuedJobs.subtract(1, ordering: .releasing)
-        }
-    }
-
-    /// Writes an entry, creating the store when needed.
-    private func writeToDisk(_ cachedResponse: CachedURLResponse, key: String, cost: Int) {
-        guard let databases = openedDatabases(create: true) else { return }
-        let capacity = state.withLock { $0.diskCapacity }
-        do {
-            let usage: Int
-            if cost <= capacity {
-                let record = CacheRecord(cachedResponse, key: key, cost: cost)
-                usage = try databases.writer.store(record, body: cachedResponse.data, capacity: capacity, now: Date())
-            } else {
-                // The capacity was lowered since the store: the entry no longer fits, and the
-                // older one it replaces goes all the same.
-                usage = try databases.writer.remove(key: key)
-            }
-            state.withLock { $0.diskUsage = usage }
-        } catch {
-            diskFailed(error, while: "write to")
-        }
-    }
-
-    /// Deletes the entry of `key` from an existing store.
-    private func deleteFromDisk(key: String) {
-        guard let databases = openedDatabases(create: false) else { return }
-        do {
-            let usage = try databases.writer.remove(key: key)
-            state.withLock { $0.diskUsage = usage }
-        } catch {
-            diskFailed(error, while: "delete from")
-        }
-    }
-
-    /// Queues the deletion of the row `id` (one whose body did not match, or that could not
-    /// be read).
-    private func removeRow(_ id: Int64) {
-        enqueue { [self] in
-            guard let databases = openedDatabases(create: false) else { return }
-            do {
-                let usage = try databases.writer.remove(id: id)
-                state.withLock { $0.diskUsage = usage }
-            } catch {
-                diskFailed(error, while: "delete from")
-            }
-        }
-    }
-
-    /// Queues marking the entry of `key` used at `time` on disk.
-    private func touch(_ key: String, at time: Date) {
-        enqueue { [self] in
-            guard let databases = openedDatabases(create: false) else { return }
-            do {
-                try databases.writer.touch(key: key, at: time)
-            } catch {
-                diskFailed(error, while: "update")
-            }
-        }
-    }
-
-    /// Ends the pending change `generation` of `key`, unless a newer one replaced it.
-    private func finishPending(_ key: String, generation: UInt64) {
-        state.withLock { state in
-            if state.pending[key]?.generation == generation { state.pending[key] = nil }
-        }
-    }
-
-    // MARK: Opening the disk store
-
-    /// The two connections to an open store.
-    private struct Databases: Sendable {
-        /// For lookups, under the disk lock.
-        let reader: CacheDatabase
-        /// For the writer queue alone.
-        let writer: CacheDatabase
-    }
-
-    /// The disk store, opened on first use.
-    private enum DiskBacking {
-        case unopened
-        case open(Databases)
-        /// It could not be opened, or is damaged: memory only from now on.
-        case unavailable
-    }
-
-    /// What the disk lock guards.
-    private struct DiskState {
-        /// Nil for a cache that never uses a disk.
-        var directory: URL?
-        var backing = DiskBacking.unopened
-    }
-
-    /// The open store; opens it when needed: always when `create`, else only when its file
-    /// exists (a lookup or deletion in a store never written needs no directory). Nil when
-    /// there is no store, or it cannot be opened (logged once; the cache then keeps to memory).
-    private func openedDatabases(create: Bool) -> Databases? {
-        var failure: (path: String, error: any Error)?
-        var opened: (usage: Int, movedAside: String?)?
-        let databases = disk.withLock { disk -> Databases? in
-            switch disk.backing {
-            case .open(let databases):
-                return databases
-            case .unavailable:
-                return nil
-            case .unopened:
-                guard let directory = disk.directory else { return nil }
-                guard create || FileManager.default.fileExists(atPath: CacheDatabase.fileURL(in: directory).path) else { return nil }
-                do {
-                    // The writer's connection first: it moves a damaged file aside.
-                    let writer = try CacheDatabase.open(directory: directory)
-                    let reader = try CacheDatabase.open(directory: directory)
-                    let databases = Databases(reader: reader, writer: writer)
-                    let usage = try reader.totalCost()
-                    opened = (usage, writer.damagedFileMovedTo)
-                    disk.backing = .open(databases)
-                    return databases
-                } catch {
-                    failure = (directory.path, error)
-                    disk.backing = .unavailable
-                    return nil
-                }
-            }
-        }
-        if let failure {
-            state.withLock { $0.diskPossible = false }
-            logger.warning("URLCache: cannot use the disk cache in \(failure.path) (\(failure.error)); responses are cached in memory only.")
-        }
-        if let opened {
-            state.withLock { $0.diskUsage = opened.usage }
-            if let aside = opened.movedAside {
-                logger.warning("URLCache: the disk cache's database was damaged; it was moved to \(aside) and a new one started.")
-            }
-            // Body files left by a crash, or by a database moved aside.
-            enqueue { [self] in
-                do {
-                    let usage = try databases?.writer.removeOrphans(now: Date())
-                    if let usage { state.withLock { $0.diskUsage = usage } }
-                } catch {
-                    diskFailed(error, while: "tidy")
-                }
-            }
-        }
-        return databases
-    }
-
-    /// Logs a failed disk operation. A damaged store is given up: the cache keeps to memory
-    /// from then on (the next process that opens a store whose file no longer reads as a
-    /// database moves it aside).
-    private func diskFailed(_ error: any Error, while action: String) {
-        if let failure = error as? SQLiteError, failure.isCorruption {
-            disk.withLock { $0.backing = .unavailable }
-            state.withLock { $0.diskPossible = false }
-            logger.warning("URLCache: the disk cache is damaged (\(failure)); responses are cached in memory only.")
-        } else {
-            logger.warning("URLCache: cannot \(action) the disk cache (\(error)).")
-        }
-    }
-
     // MARK: State
 
     /// A change of a key that the disk does not show yet.
-    private enum PendingChange {
+    enum PendingChange {
         /// A write queued: lookups are answered from here.
         case stored(CachedURLResponse, generation: UInt64)
         /// A deletion queued: lookups find nothing.
@@ -794,7 +510,7 @@ open class URLCache: NSObject, @unchecked Sendable {
     }
 
     /// What the cache's lock guards.
-    private struct State {
+    struct State {
         /// A count of the changes that may make a disk lookup's result stale: one counter per
         /// bucket of keys, and one for changes of every key.
         struct Epoch: Equatable {
@@ -844,129 +560,8 @@ open class URLCache: NSObject, @unchecked Sendable {
             keyEpochs[Self.bucket(key)] &+= 1
         }
 
-        private static func bucket(_ key: String) -> Int {
+        static func bucket(_ key: String) -> Int {
             Int(UInt(bitPattern: key.hashValue) % UInt(epochBuckets))
         }
-    }
-}
-
-/// The memory side of a ``URLCache``: entries by key in least-recently-used order, with the
-/// sum of their costs. A doubly linked list threaded through an array of nodes (free slots
-/// reused), indexed by a dictionary: every operation is O(1) but the filtering ones.
-struct MemoryLRU {
-    /// One entry.
-    struct Entry {
-        var response: CachedURLResponse
-        var cost: Int
-        /// True when a disk copy is expected (so that hits mark it used there).
-        var onDisk: Bool
-        /// When the disk copy was last marked used.
-        var lastDiskTouch: Date
-    }
-
-    private struct Node {
-        var key: String
-        var entry: Entry
-        /// The next more recently used node; -1 for none.
-        var newer: Int
-        /// The next less recently used node; -1 for none.
-        var older: Int
-    }
-
-    private var nodes: [Node?] = []
-    private var freeSlots: [Int] = []
-    private var slots: [String: Int] = [:]
-    /// The most recently used node; -1 when empty.
-    private var newest = -1
-    /// The least recently used node; -1 when empty.
-    private var oldest = -1
-    /// The sum of the entries' costs.
-    private(set) var totalCost = 0
-
-    var count: Int { slots.count }
-
-    func contains(_ key: String) -> Bool { slots[key] != nil }
-
-    /// The entry of `key`, made the most recently used; `touchDisk` is true (and the touch
-    /// recorded) when it has a disk copy last marked used `touchInterval` or more before `now`.
-    mutating func hit(_ key: String, now: Date, touchInterval: TimeInterval) -> (response: CachedURLResponse, touchDisk: Bool)? {
-        guard let slot = slots[key] else { return nil }
-        moveToNewest(slot)
-        var touchDisk = false
-        if nodes[slot]!.entry.onDisk, now.timeIntervalSince(nodes[slot]!.entry.lastDiskTouch) >= touchInterval {
-            nodes[slot]!.entry.lastDiskTouch = now
-            touchDisk = true
-        }
-        return (nodes[slot]!.entry.response, touchDisk)
-    }
-
-    /// Adds `entry` as the most recently used, replacing the key's entry.
-    mutating func insert(_ key: String, _ entry: Entry) {
-        remove(key)
-        let node = Node(key: key, entry: entry, newer: -1, older: newest)
-        let slot: Int
-        if let free = freeSlots.popLast() {
-            nodes[free] = node
-            slot = free
-        } else {
-            nodes.append(node)
-            slot = nodes.count - 1
-        }
-        if newest >= 0 { nodes[newest]!.newer = slot }
-        newest = slot
-        if oldest < 0 { oldest = slot }
-        slots[key] = slot
-        totalCost += entry.cost
-    }
-
-    /// Removes the entry of `key`; returns it.
-    @discardableResult
-    mutating func remove(_ key: String) -> Entry? {
-        guard let slot = slots.removeValue(forKey: key) else { return nil }
-        return unlink(slot)
-    }
-
-    /// Removes every entry.
-    mutating func removeAll() {
-        self = MemoryLRU()
-    }
-
-    /// Removes the entries for which `predicate` is true.
-    mutating func removeAll(where predicate: (Entry) -> Bool) {
-        let matching = slots.filter { predicate(nodes[$0.value]!.entry) }.map(\.key)
-        for key in matching { remove(key) }
-    }
-
-    /// Removes least recently used entries until the costs sum to at most `capacity`.
-    mutating func evict(toCost capacity: Int) {
-        while totalCost > capacity, oldest >= 0 {
-            let slot = oldest
-            slots.removeValue(forKey: nodes[slot]!.key)
-            unlink(slot)
-        }
-    }
-
-    /// Takes the node at `slot` out of the list and frees its slot (the caller removed its key).
-    @discardableResult
-    private mutating func unlink(_ slot: Int) -> Entry {
-        let node = nodes[slot]!
-        if node.newer >= 0 { nodes[node.newer]!.older = node.older } else { newest = node.older }
-        if node.older >= 0 { nodes[node.older]!.newer = node.newer } else { oldest = node.newer }
-        nodes[slot] = nil
-        freeSlots.append(slot)
-        totalCost -= node.entry.cost
-        return node.entry
-    }
-
-    private mutating func moveToNewest(_ slot: Int) {
-        guard slot != newest else { return }
-        let node = nodes[slot]!
-        // Not the newest, so it has a newer neighbour.
-        nodes[node.newer]!.older = node.older
-        if node.older >= 0 { nodes[node.older]!.newer = node.newer } else { oldest = node.newer }
-        nodes[slot]!.older = newest
-        nodes[slot]!.newer = -1
-        nodes[newest]!.newer = slot
-        newest = slot
     }
 }
