@@ -107,7 +107,7 @@ let package = Package(
         .executableTarget(
             name: "CourierCLI",
             dependencies: [
-                "Courier",
+                "Courier", "CourierCore", "CourierPolicies",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -132,6 +132,7 @@ let package = Package(
         ),
         .testTarget(name: "CourierReactorTests", dependencies: ["CourierReactor", "_CourierTestSupport"]),
         .testTarget(name: "CourierTests", dependencies: ["Courier"]),
+        .testTarget(name: "CourierTransportTests", dependencies: ["CourierTransport", "CourierCore", "_CourierTestSupport"]),
         // A writer of the cookie store that the crash test kills mid-transaction (debug builds
         // only: it imports Courier's internals with @testable).
         .executableTarget(name: "courier-store-writer", dependencies: ["Courier", "CourierPolicies"], path: "Tests/CourierStoreWriter"),

@@ -68,6 +68,11 @@ let package = Package(
             dependencies: [.product(name: "CourierPolicies", package: courier), .product(name: "CourierCore", package: courier)],
             path: "Sources/FuzzCacheHeaders"
         ),
+        .executableTarget(
+            name: "fuzz-socks-reply",
+            dependencies: [.product(name: "CourierTransport", package: courier), .product(name: "CourierCore", package: courier)],
+            path: "Sources/FuzzSOCKSReply"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, transcript, reactor, pool and integration tests against real
-# servers on loopback (nginx, nghttpd, httpbin, a scripted raw server), then every fuzz target
+# servers on loopback (nginx, nghttpd, httpbin, squid, pproxy, a scripted raw server), then every fuzz target
 # for 30 seconds as a smoke test (fails on any crash). Installs what is missing first. Arguments,
 # if any, go to `swift test` instead (e.g. --filter HTTP1), and the fuzz smoke run is skipped.
 # Servers are started by the tests themselves and stopped by PID; anything left over after the
@@ -32,6 +32,10 @@ stop_leftovers() {
       sleep 0.2
       kill -9 "$pid" 2>/dev/null || true
     fi
+  done
+  # A killed squid leaves its shared-memory segments behind.
+  find "$run_dir" -name shm.name 2>/dev/null | while read -r namefile; do
+    rm -f /dev/shm/"$(cat "$namefile")"-* 2>/dev/null || true
   done
 }
 

@@ -29,16 +29,17 @@ enum RequestBuilder {
     /// Default `Accept-Encoding`: the content codings the session decodes (ContentDecoder).
     static let acceptEncoding = "gzip, deflate, br"
 
-    /// - Parameter proxy: an HTTP proxy for an `http` URL: the connection goes to the proxy and
-    ///   the request line carries the absolute URL (RFC 9112 §3.2.2). Ignored for `https`.
+    /// - Parameter proxy: the proxy to go through. An `http` request to an HTTP proxy carries
+    ///   the absolute URL in its request line (RFC 9112 section 3.2.2); through a tunnel, the
+    ///   request is as the origin would get it directly.
     static func make(
-        _ request: URLRequest, configuration: URLSessionConfiguration, body source: TaskDriver.BodySource, proxy: Origin? = nil
+        _ request: URLRequest, configuration: URLSessionConfiguration, body source: TaskDriver.BodySource, proxy: ProxyServer? = nil
     ) throws(URLError) -> TransportRequest {
         guard let url = request.url else {
             throw .courier(.unsupportedURL, "The request has no URL.", url: nil)
         }
         let origin = try origin(of: url)
-        let proxy = origin.scheme == .http ? proxy : nil
+        let forwarded = origin.scheme == .http && proxy?.kind == .http
         let method = HTTPMethod(request.httpMethod ?? "GET")
 
         var fields = HTTPFields()
@@ -62,11 +63,21 @@ enum RequestBuilder {
             fields.append(name: "Content-Type", value: "application/x-www-form-urlencoded")
         }
 
+        // A caller's Proxy-Authorization is for an HTTP proxy only: on a forwarded request, or
+        // on the CONNECT of a tunnel; it never reaches an origin.
+        var tunnelAuthorization: String?
+        if let callerProxyAuthorization = fields.first("Proxy-Authorization"), !forwarded {
+            fields.removeAll(named: "Proxy-Authorization")
+            if proxy?.kind == .http { tunnelAuthorization = callerProxyAuthorization }
+        }
+
         // The head is validated once, by the transport, before it reaches a pool.
-        let requestTarget = proxy == nil ? target(of: url) : "\(origin.scheme.rawValue)://\(origin.authority)\(target(of: url))"
+        let requestTarget = forwarded ? "\(origin.scheme.rawValue)://\(origin.authority)\(target(of: url))" : target(of: url)
         let head = HTTPRequestHead(method: method, target: requestTarget, authority: origin.authority, scheme: origin.scheme.rawValue, fields: fields)
         let timeout = request.isTimeoutIntervalSet ? request.timeoutInterval : configuration.timeoutIntervalForRequest
-        var transportRequest = TransportRequest(origin: proxy ?? origin, head: head, body: body, idleTimeout: duration(timeout))
+        var transportRequest = TransportRequest(origin: origin, head: head, body: body, idleTimeout: duration(timeout))
+        transportRequest.proxy = proxy
+        transportRequest.tunnelAuthorization = tunnelAuthorization
         transportRequest.deadline = .now + duration(configuration.timeoutIntervalForResource)
         return transportRequest
     }

@@ -58,12 +58,24 @@ extension TaskDriver {
         var chosenByTask: Bool
     }
 
+    /// An HTTP proxy as authentication sees it: the server of its protection space, and how
+    /// requests reach it.
+    struct ProxyHop: Equatable {
+        var server: ProxyServer
+        /// An `https` request, tunnelled with CONNECT: its credential goes with the CONNECT.
+        var isTunnel: Bool
+        /// The CONNECT request target, `host:port`.
+        var tunnelTarget: String
+        /// Apple's proxy type for the protection space: an HTTPS proxy for a tunnel.
+        var protectionSpaceType: String { isTunnel ? NSURLProtectionSpaceHTTPSProxy : NSURLProtectionSpaceHTTPProxy }
+    }
+
     // MARK: On the way out
 
     /// Adds `Authorization` and `Proxy-Authorization` to the request about to go out: the
     /// task's chosen credentials while the request stays in their space, else what the
     /// session remembers (unless the caller set the field itself). Returns what was sent.
-    func addAuthorization(to transportRequest: inout TransportRequest, request: URLRequest, source: BodySource, proxy: Origin?) -> (server: SentCredential?, proxy: SentCredential?) {
+    func addAuthorization(to transportRequest: inout TransportRequest, request: URLRequest, source: BodySource, proxy: ProxyHop?) -> (server: SentCredential?, proxy: SentCredential?) {
         // The common case, no credential anywhere, costs two atomic loads.
         let rememberedSomething = session.remembersCredentials.load(ordering: .acquiring)
         guard rememberedSomething || hasChosenCredential.load(ordering: .acquiring), let url = request.url else { return (nil, nil) }
@@ -99,17 +111,28 @@ extension TaskDriver {
                     password: remembered.entry.password, persistence: .forSession, chosenByTask: false
                 )
             }
-            // Proxy-Authorization goes to a proxy only, never to an origin.
+            // Proxy-Authorization goes to a proxy only, never to an origin: on the forwarded
+            // request, or on the CONNECT of a tunnel (which the origin never sees).
             guard let proxy else { return sent }
-            let proxyPort = Int(proxy.port)
-            if let value = chosenAuthorization(&state.authentication.proxy, scheme: proxy.scheme.rawValue, host: proxy.host, port: proxyPort, isProxy: true, method: method, uri: uri, body: body) {
-                transportRequest.head.fields.set(name: "Proxy-Authorization", value: value.header)
+            let proxyPort = Int(proxy.server.port)
+            let proxyMethod = proxy.isTunnel ? "CONNECT" : method
+            let proxyURI = proxy.isTunnel ? proxy.tunnelTarget : uri
+            let proxyBody = proxy.isTunnel ? [] : body
+            func setProxyAuthorization(_ value: String) {
+                if proxy.isTunnel {
+                    transportRequest.tunnelAuthorization = value
+                } else {
+                    transportRequest.head.fields.set(name: "Proxy-Authorization", value: value)
+                }
+            }
+            if let value = chosenAuthorization(&state.authentication.proxy, scheme: "http", host: proxy.server.host, port: proxyPort, isProxy: true, method: proxyMethod, uri: proxyURI, body: proxyBody) {
+                setProxyAuthorization(value.header)
                 sent.proxy = value.sent
             } else if rememberedSomething,
                       let remembered = session.preemptiveAuthentication.withLock({
-                          $0.authorization(scheme: proxy.scheme.rawValue, host: proxy.host, port: proxyPort, isProxy: true, path: "/", method: method, uri: uri, body: body, clientNonce: Self.clientNonce())
+                          $0.authorization(scheme: "http", host: proxy.server.host, port: proxyPort, isProxy: true, path: "/", method: proxyMethod, uri: proxyURI, body: proxyBody, clientNonce: Self.clientNonce())
                       }) {
-                transportRequest.head.fields.set(name: "Proxy-Authorization", value: remembered.value)
+                setProxyAuthorization(remembered.value)
                 sent.proxy = SentCredential(
                     realm: remembered.entry.realm, isDigest: remembered.entry.method != .basic, user: remembered.entry.user,
                     password: remembered.entry.password, persistence: .forSession, chosenByTask: false
@@ -269,7 +292,7 @@ extension TaskDriver {
             let space: URLProtectionSpace
             if isProxy {
                 guard let proxy = state.proxy else { return .giveUp }
-                space = URLProtectionSpace(proxyHost: proxy.host, port: Int(proxy.port), type: NSURLProtectionSpaceHTTPProxy, realm: offer.realm, authenticationMethod: Self.method(of: offer))
+                space = URLProtectionSpace(proxyHost: proxy.server.host, port: Int(proxy.server.port), type: proxy.protectionSpaceType, realm: offer.realm, authenticationMethod: Self.method(of: offer))
             } else {
                 let scheme = url.scheme?.lowercased() ?? "http"
                 var host = url.host(percentEncoded: false) ?? ""
@@ -361,6 +384,11 @@ extension TaskDriver {
         if !isProxy, let url = state.withLock({ $0.request?.url }), let user = url.user(percentEncoded: false), let password = url.password(percentEncoded: false) {
             candidates.append(URLCredential(user: user, password: password, persistence: .forSession))
         }
+        // A proxy configured with a user and password (`http://user:password@proxy` in the
+        // environment) answers its own challenge.
+        if isProxy, let configured = state.withLock({ $0.proxy?.server.credentials }) {
+            candidates.append(URLCredential(user: configured.user, password: configured.password, persistence: .forSession))
+        }
         return state.withLock { state -> URLCredential? in
             for candidate in candidates {
                 guard let user = candidate.user, let password = candidate.password else { continue }
@@ -433,6 +461,16 @@ extension TaskDriver {
 
     /// No credential: the kept 401/407 and its body are the result.
     private func giveUpAuthentication() {
+        let tunnel = state.withLock { state -> ProxyHop? in
+            guard state.tunnelRefused else { return nil }
+            // The proxy's 407 stood in for a response to ask with; it is no response of the origin's.
+            state.response = nil
+            return state.proxy
+        }
+        if let tunnel {
+            failAuthentication(.from(.tunnelRefused(tunnel.server, HTTPResponseHead(version: .http1_1, status: 407), target: tunnel.tunnelTarget), url: currentURL))
+            return
+        }
         logger.debug("authentication given up: the challenge response is the result", metadata: ["task": "\(identifier)"])
         run(state.withLock { $0.machine.handle(.credentialDecided(retry: false)) })
     }

@@ -73,8 +73,12 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         var collectsMetrics = false
         /// Set by `cancel()`: an exchange started after it (between hops) is cancelled at once.
         var cancelRequested = false
-        /// The HTTP proxy the current exchange goes through; nil: direct.
-        var proxy: Origin?
+        /// The HTTP proxy the current exchange goes through, whose 407 the task answers; nil:
+        /// direct or through SOCKS.
+        var proxy: ProxyHop?
+        /// The current exchange's 407 came from a CONNECT tunnel: when no credential answers
+        /// it, the task fails (the proxy's reply is no response of the origin's).
+        var tunnelRefused = false
         var authentication = AuthenticationState()
         var cache = CacheState()
     }
@@ -225,19 +229,32 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         }
     }
 
+    /// The proxy for a request to `url`, by the session's proxy selection; nil: direct.
+    private func proxy(for url: URL) throws(URLError) -> ProxyServer? {
+        guard session.mayUseProxy else { return nil }
+        let origin = try RequestBuilder.origin(of: url)
+        do throws(ProxyConfigurationError) {
+            return try session.proxySelection.proxy(scheme: origin.scheme.rawValue, host: origin.host, port: origin.port)
+        } catch {
+            throw .courier(.unsupportedURL, "The configured proxy cannot be used: \(error).", url: url)
+        }
+    }
+
     /// Sends the current request as a new exchange.
     private func startExchange() {
         let (request, source, deadline) = state.withLock { ($0.request, $0.bodySource, $0.deadline) }
         var transportRequest: TransportRequest
-        let proxy = session.httpProxy
-        var usedProxy: Origin?
+        var hop: ProxyHop?
         var sent: (server: SentCredential?, proxy: SentCredential?) = (nil, nil)
         do {
-            guard let request else { throw URLError.courier(.unsupportedURL, "The task has no request.", url: nil) }
+            guard let request, let url = request.url else { throw URLError.courier(.unsupportedURL, "The task has no request.", url: nil) }
+            let proxy = try proxy(for: url)
             transportRequest = try RequestBuilder.make(request, configuration: session.frozenConfiguration, body: source, proxy: proxy)
-            if let proxy, transportRequest.origin == proxy { usedProxy = proxy }
+            if let proxy, case .http = proxy.kind {
+                hop = ProxyHop(server: proxy, isTunnel: transportRequest.origin.scheme == .https, tunnelTarget: transportRequest.origin.hostAndPort)
+            }
             addCookies(to: &transportRequest, request: request)
-            sent = addAuthorization(to: &transportRequest, request: request, source: source, proxy: usedProxy)
+            sent = addAuthorization(to: &transportRequest, request: request, source: source, proxy: hop)
             switch consultCache(request, transportRequest: &transportRequest) {
             case .send:
                 break
@@ -274,7 +291,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             state.deadline = transportRequest.deadline
             state.collectsMetrics = collectsMetrics
             state.transportRequest = transportRequest
-            state.proxy = usedProxy
+            state.proxy = hop
+            state.tunnelRefused = false
             state.authentication.sentServer = sent.server
             state.authentication.sentProxy = sent.proxy
             state.exchange = exchange
@@ -555,6 +573,19 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     }
 
     func exchange(_ exchange: HTTPExchange, didFailWith error: TransportError, metrics: ExchangeMetrics) {
+        if case .dial(.proxy(.tunnelRefused(_, let head, _))) = error, head.status == 407,
+           !AuthenticationEngine.offers(inFields: head.fields.values("Proxy-Authenticate")).offers.isEmpty,
+           state.withLock({ state in
+               guard state.exchange === exchange, state.proxy?.isTunnel == true else { return false }
+               state.tunnelRefused = true
+               return true
+           }) {
+            // The proxy's challenge to CONNECT is answered as a 407 response would be; the
+            // proxy's body is not the origin's and is not delivered.
+            self.exchange(exchange, didReceiveHead: head)
+            self.exchange(exchange, didCompleteWithTrailers: nil, metrics: metrics)
+            return
+        }
         let url = currentURL
         var stale: CachedURLResponse?
         let actions = state.withLock { state -> TaskStateMachine.Actions in

@@ -69,6 +69,8 @@ extension URLError {
             return .courier(.secureConnectionFailed, "The server closed the connection during the TLS handshake.", url: url)
         case .http2Setup(let why):
             return .courier(.cannotConnectToHost, "Could not start HTTP/2 on the connection (\(why)).", url: url)
+        case .proxy(let proxyFailure):
+            return from(proxyFailure, url: url)
         case .untrusted(let certificate):
             switch certificate {
             case .expired:
@@ -89,6 +91,36 @@ extension URLError {
             default:
                 return .courier(.secureConnectionFailed, "A TLS error occurred and a secure connection to the server cannot be made (\(tls)).", url: url)
             }
+        }
+    }
+
+    /// Apple's code, and a message naming the proxy, for a proxy that gave no tunnel.
+    static func from(_ failure: ProxyFailure, url: URL?) -> URLError {
+        let proxy = failure.proxy.authority
+        switch failure {
+        case .unreachable(_, .resolution(let resolution)):
+            return .courier(.cannotFindHost, "The proxy \(proxy) could not be found (\(resolution)).", url: url)
+        case .unreachable(_, .connect(let systemError)):
+            return .courier(.cannotConnectToHost, "Could not connect to the proxy \(proxy) (\(systemError.reason)).", url: url, underlying: systemError)
+        case .unreachable(_, let error):
+            return .courier(.cannotConnectToHost, "Could not connect to the proxy \(proxy) (\(error)).", url: url)
+        case .tunnelRefused(_, let head, let target) where head.status == 407:
+            return .courier(.userAuthenticationRequired, "The proxy \(proxy) requires authentication for the tunnel to \(target) (407), and no credential was accepted.", url: url)
+        case .tunnelRefused:
+            return .courier(.cannotConnectToHost, "Could not connect to the server: \(failure).", url: url)
+        case .socks(_, let socks):
+            switch socks {
+            case .authenticationFailed, .credentialsRequired, .noAcceptableMethod, .closedDuringAuthentication, .closedDuringMethodSelection:
+                return .courier(.userAuthenticationRequired, "The SOCKS5 proxy \(proxy) did not accept the credentials: \(socks).", url: url)
+            case .connectFailed:
+                return .courier(.cannotConnectToHost, "Could not connect to the server through the SOCKS5 proxy \(proxy): \(socks).", url: url)
+            default:
+                return .courier(.badServerResponse, "The SOCKS5 proxy \(proxy) failed: \(socks).", url: url)
+            }
+        case .malformedReply:
+            return .courier(.badServerResponse, "The proxy returned a bad response: \(failure).", url: url)
+        case .closed(_, let systemError):
+            return .courier(.networkConnectionLost, "The network connection was lost: \(failure).", url: url, underlying: systemError)
         }
     }
 }

@@ -63,11 +63,12 @@ open class URLSession: NSObject, @unchecked Sendable {
     /// Set once something is remembered in `preemptiveAuthentication`: until then a request
     /// looks at one atomic flag instead of taking that lock.
     let remembersCredentials = Atomic<Bool>(false)
-    /// Sends `http` requests through this HTTP proxy, in absolute form, with the 407 path
-    /// (Proxy-Authenticate, Proxy-Authorization): the configuration's internal
-    /// `httpProxyForTesting`, for the tests of that path until proxies are configurable; nil:
-    /// direct.
-    let httpProxy: Origin?
+    /// Which proxy each request goes through: the configuration's
+    /// `connectionProxyDictionary`, or the environment when it has none; read once, when the
+    /// session is made.
+    let proxySelection: ProxySelection
+    /// False when no request of the session can take a proxy: the common case costs nothing.
+    let mayUseProxy: Bool
     private let isShared: Bool
 
     /// A session with no delegate.
@@ -107,7 +108,12 @@ open class URLSession: NSObject, @unchecked Sendable {
         self.redirectPolicy = RedirectPolicy(extraCrossOriginFieldNames: frozen.courierHeadersStrippedOnCrossOriginRedirect)
         self.retryPolicy = RetryPolicy(maximumDelay: frozen.courierMaximumRetryAfterDelay, maximumAttempts: frozen.courierMaximumRetryAttempts)
         self.registry = Mutex(Registry(delegate: delegate))
-        self.httpProxy = frozen.httpProxyForTesting
+        if let dictionary = frozen.connectionProxyDictionary {
+            self.proxySelection = .dictionary(dictionary)
+        } else {
+            self.proxySelection = .environment(ProcessInfo.processInfo.environment)
+        }
+        self.mayUseProxy = proxySelection.http != .direct || proxySelection.https != .direct
         super.init()
         security.attach(self)
     }

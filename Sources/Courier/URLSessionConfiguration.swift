@@ -90,8 +90,12 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     /// How requests use the cache when they leave it to the session
     /// (`.useProtocolCachePolicy`, the rules of RFC 9111, by default).
     open var requestCachePolicy: URLRequest.CachePolicy = .useProtocolCachePolicy
-    /// Internal: an HTTP proxy for `http` requests (see `URLSession.httpProxy`), set by tests.
-    var httpProxyForTesting: Origin?
+    /// The proxies of the session's connections, with the keys of CFNetwork
+    /// (``kCFNetworkProxiesHTTPEnable`` and its siblings): an HTTP proxy for `http` URLs, an
+    /// HTTP proxy reached through CONNECT tunnels for `https` URLs, a SOCKS5 proxy for either,
+    /// and hosts that bypass them. Nil (the default): the environment decides, as curl reads
+    /// it (`http_proxy`, `https_proxy`, `all_proxy`, `no_proxy`). An empty dictionary: no proxy.
+    open var connectionProxyDictionary: [AnyHashable: Any]?
     /// Accepted; ignored (HTTP/1.1 pipelining is never used).
     open var httpShouldUsePipelining = false
     /// Accepted; no effect on Linux.
@@ -162,7 +166,7 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
         copy.courierMaximumRetryAfterDelay = courierMaximumRetryAfterDelay
         copy.courierMaximumRetryAttempts = courierMaximumRetryAttempts
         copy.urlCredentialStorage = urlCredentialStorage
-        copy.httpProxyForTesting = httpProxyForTesting
+        copy.connectionProxyDictionary = connectionProxyDictionary
         copy.httpCookieStorage = httpCookieStorage
         copy.httpShouldSetCookies = httpShouldSetCookies
         copy.httpCookieAcceptPolicy = httpCookieAcceptPolicy

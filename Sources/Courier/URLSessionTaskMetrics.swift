@@ -112,6 +112,7 @@ open class URLSessionTaskTransactionMetrics: NSObject, @unchecked Sendable {
         negotiatedTLSProtocolVersion = metrics.tlsProtocolVersion.flatMap(tls_protocol_version_t.init(rawValue:))
         negotiatedTLSCipherSuite = metrics.tlsCipherSuite.flatMap(tls_ciphersuite_t.init(rawValue:))
         isReusedConnection = metrics.isReusedConnection
+        isProxyConnection = metrics.proxy != nil
         remoteAddress = metrics.remoteAddress?.hostString
         remotePort = metrics.remoteAddress?.port.map(Int.init)
         localAddress = metrics.localAddress?.hostString

@@ -72,6 +72,8 @@ struct CourierCommand: AsyncParsableCommand {
     @Flag(name: [.customShort("j"), .customLong("junk-session-cookies")], help: "With -b FILE: leave out the file's session cookies (start a new session).")
     var junkSessionCookies = false
 
+    @OptionGroup var proxyOptions: ProxyOptions
+
     /// The cookie storage of -b FILE and -c (nil without them); -b NAME=VALUE sets the
     /// request's Cookie field instead.
     func cookieEngine(for request: inout URLRequest) throws -> HTTPCookieStorage? {
@@ -166,8 +168,15 @@ struct CourierCommand: AsyncParsableCommand {
         } else if let caCertificates {
             trust = .anchors(try TrustPolicy.loadPEM(caCertificates))
         }
-        let transfer = Transfer(sink: sink, include: include, verbose: verbose, trust: trust, followsRedirects: location, authentication: authentication)
         let configuration = URLSessionConfiguration.ephemeral
+        let proxyChoice = try proxyOptions.apply(to: configuration, url: parsed)
+        if verbose, let proxy = proxyChoice.proxy {
+            FileHandle.standardError.write(Data("* Using proxy \(proxy) (from \(proxyChoice.source))\n".utf8))
+        }
+        let transfer = Transfer(
+            sink: sink, include: include, verbose: verbose, trust: trust, followsRedirects: location,
+            authentication: authentication, proxyCredential: proxyChoice.credential
+        )
         if let maxTime { configuration.timeoutIntervalForResource = maxTime }
         // As curl: no cookie engine unless -b FILE or -c asks for one (a cookie set on a
         // redirect is not sent to the next hop otherwise); -b NAME=VALUE is only a field.

@@ -34,6 +34,8 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     private let trust: TrustPolicy
     private let followsRedirects: Bool
     private let authentication: Authentication?
+    /// The credential of --proxy-user (or of the proxy URL) for an HTTP proxy's 407.
+    private let proxyCredential: URLCredential?
     private let state = Mutex<(outcome: Outcome, continuation: CheckedContinuation<Outcome, Never>?)>((Outcome(), nil))
 
     /// The credential of `-u` and how it is offered.
@@ -63,8 +65,9 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         }
     }
 
-    init(sink: OutputSink, include: Bool, verbose: Bool, trust: TrustPolicy, followsRedirects: Bool, authentication: Authentication?) {
+    init(sink: OutputSink, include: Bool, verbose: Bool, trust: TrustPolicy, followsRedirects: Bool, authentication: Authentication?, proxyCredential: URLCredential? = nil) {
         self.authentication = authentication
+        self.proxyCredential = proxyCredential
         self.sink = sink
         self.include = include
         self.verbose = verbose
@@ -115,6 +118,18 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     /// A 401: answered once with the -u credential, as curl does (a second 401 is the answer).
     /// Without -u, default handling (a `user:password@` in the URL).
     func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        if challenge.protectionSpace.isProxy() {
+            // A proxy's 407: answered once with --proxy-user, as curl does.
+            if verbose {
+                FileHandle.standardError.write(Data("* Proxy \(challenge.protectionSpace.host):\(challenge.protectionSpace.port) asks for authentication, realm '\(challenge.protectionSpace.realm ?? "")'\n".utf8))
+            }
+            guard let proxyCredential, challenge.previousFailureCount == 0 else {
+                completionHandler(proxyCredential == nil ? .performDefaultHandling : .useCredential, nil)
+                return
+            }
+            completionHandler(.useCredential, proxyCredential)
+            return
+        }
         guard let authentication else {
             completionHandler(.performDefaultHandling, nil)
             return
@@ -179,6 +194,7 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             if let version = transaction.negotiatedTLSProtocolVersion { line += " over \(Self.name(version))" }
             if let address = transaction.remoteAddress, let port = transaction.remotePort {
                 line += transaction.isReusedConnection ? ", reused connection to \(address) port \(port)" : ", new connection to \(address) port \(port)"
+                if transaction.isProxyConnection { line += " (the proxy)" }
             }
             FileHandle.standardError.write(Data((line + "\n").utf8))
         }

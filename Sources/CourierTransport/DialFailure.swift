@@ -1,7 +1,7 @@
 import CourierReactor
 import CourierTLS
 
-/// Why a connection could not be made ready: dialing, the TLS handshake, or trust.
+/// Why a connection could not be made ready: dialing, the proxy, the TLS handshake, or trust.
 public enum DialFailure: Error, Sendable, Equatable, CustomStringConvertible {
     case connect(ConnectError)
     case tls(TLSError)
@@ -13,6 +13,8 @@ public enum DialFailure: Error, Sendable, Equatable, CustomStringConvertible {
     case closedDuringHandshake
     /// HTTP/2 could not be started on the ready connection (nghttp2 could not set up a session).
     case http2Setup(String)
+    /// The proxy could not be reached or did not open the tunnel.
+    case proxy(ProxyFailure)
 
     public var description: String {
         switch self {
@@ -22,6 +24,7 @@ public enum DialFailure: Error, Sendable, Equatable, CustomStringConvertible {
         case .cancelled: return "cancelled"
         case .closedDuringHandshake: return "the connection closed during the TLS handshake"
         case .http2Setup(let why): return "could not start HTTP/2: \(why)"
+        case .proxy(let failure): return failure.description
         }
     }
 }

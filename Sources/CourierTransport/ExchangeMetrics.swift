@@ -1,3 +1,4 @@
+import CourierCore
 import CourierReactor
 
 /// What the transport observed while carrying one request over one connection; the raw
@@ -23,6 +24,9 @@ public struct ExchangeMetrics: Sendable {
     public var tlsProtocolVersion: UInt16?
     /// The IANA number of the TLS cipher suite, for https.
     public var tlsCipherSuite: UInt16?
+    /// The proxy the connection goes through (the remote address is then the proxy's); nil
+    /// when direct.
+    public var proxy: ProxyServer?
     public var localAddress: SocketAddress?
     public var remoteAddress: SocketAddress?
     /// Bytes of request head and body written.

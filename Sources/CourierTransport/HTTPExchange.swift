@@ -130,6 +130,8 @@ public final class HTTPExchange: Sendable {
         guard markFinished() else { return }
         var metrics = metrics
         if metrics.fetchStart == nil { metrics.fetchStart = createdAt }
+        // A proxy that failed the dial was still the route taken.
+        if case .dial(.proxy(let failure)) = error { metrics.proxy = failure.proxy }
         delegate.exchange(self, didFailWith: error, metrics: metrics)
     }
 }

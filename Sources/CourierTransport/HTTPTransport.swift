@@ -65,8 +65,8 @@ public final class HTTPTransport: Sendable {
 
     public let configuration: Configuration
     private let environment: TransportEnvironment
-    /// Pools by origin; guarded by the mutex.
-    private let pools = Mutex<[Origin: PoolDriver]>([:])
+    /// Pools by connection key; guarded by the mutex.
+    private let pools = Mutex<[ConnectionKey: PoolDriver]>([:])
     private let isShutDown = Atomic<Bool>(false)
 
     public init(configuration: Configuration = Configuration(), group: EventLoopGroup = .shared) {
@@ -106,7 +106,7 @@ public final class HTTPTransport: Sendable {
             exchange.fail(.shutDown)
             return
         }
-        pool(for: request.origin).submit(exchange)
+        pool(for: request.connectionKey).submit(exchange)
     }
 
     /// Closes every pool: waiting requests fail, idle connections close.
@@ -120,14 +120,18 @@ public final class HTTPTransport: Sendable {
         for driver in drivers { driver.shutdown() }
     }
 
-    private func pool(for origin: Origin) -> PoolDriver {
+    private func pool(for key: ConnectionKey) -> PoolDriver {
         pools.withLock { pools in
-            if let existing = pools[origin] { return existing }
+            if let existing = pools[key] { return existing }
             var poolConfiguration = configuration.pool
-            poolConfiguration.mayNegotiateHTTP2 = origin.scheme == .https
-                ? configuration.tls.applicationProtocols.contains("h2") : configuration.http2PriorKnowledge
-            let driver = PoolDriver(origin: origin, configuration: poolConfiguration, environment: environment)
-            pools[origin] = driver
+            if case .forwardingProxy = key.route {
+                poolConfiguration.mayNegotiateHTTP2 = false
+            } else {
+                poolConfiguration.mayNegotiateHTTP2 = key.origin.scheme == .https
+                    ? configuration.tls.applicationProtocols.contains("h2") : configuration.http2PriorKnowledge
+            }
+            let driver = PoolDriver(key: key, configuration: poolConfiguration, environment: environment)
+            pools[key] = driver
             return driver
         }
     }

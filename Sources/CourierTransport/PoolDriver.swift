@@ -24,13 +24,13 @@ final class PoolDriver: Sendable {
         var waitTimerGeneration = 0
     }
 
-    let origin: Origin
+    let key: ConnectionKey
     let environment: TransportEnvironment
     /// The machine and what its identifiers stand for; guarded by the mutex.
     private let state: Mutex<State>
 
-    init(origin: Origin, configuration: PoolConfiguration, environment: TransportEnvironment) {
-        self.origin = origin
+    init(key: ConnectionKey, configuration: PoolConfiguration, environment: TransportEnvironment) {
+        self.key = key
         self.environment = environment
         self.state = Mutex(State(machine: Machine(configuration: configuration)))
     }
@@ -223,31 +223,15 @@ final class PoolDriver: Sendable {
         }
     }
 
-    /// Dials a connection on the caller's loop when it is one of ours, else the next loop; for
-    /// https, runs the TLS handshake and the trust decision before the connection is handed in.
+    /// Dials a connection on the caller's loop when it is one of ours, else the next loop.
     private func dial(_ id: PoolConnectionID) {
         let loop = group.currentOrNext()
+        let dialer = Dialer(key: key, environment: environment) { [weak self] in self?.oldestWaitingExchange() }
         let start = { [self] in
-            let connectStart = ContinuousClock.now
-            let connector = Connector(target: .host(origin.host, port: origin.port), loop: loop, resolver: environment.resolver)
-            connector.start(deadline: connectStart + environment.connectTimeout) { [self] result in
+            dialer.dial(on: loop) { [self] result in
                 switch result {
-                case .success(let socket):
-                    let channel: StreamChannel
-                    do throws(SystemError) {
-                        channel = try StreamChannel(fd: socket.fd, loop: loop)
-                    } catch {
-                        connectionFailed(id, .connect(.connect(error)))
-                        return
-                    }
-                    // The connect starts when the name is known (Apple's domainLookupEnd ≤ connectStart).
-                    let timings = ConnectTimings(
-                        resolutionStart: socket.resolutionStart, resolutionEnd: socket.resolutionEnd,
-                        start: socket.resolutionEnd ?? connectStart, end: connectStart
-                    )
-                    secure(channel, id: id, timings: timings, deadline: connectStart + environment.connectTimeout)
-                case .failure(let error):
-                    connectionFailed(id, .connect(error))
+                case .success(let dialed): established(id, stream: dialed.stream, http2: dialed.http2, timings: dialed.timings)
+                case .failure(let failure): connectionFailed(id, failure)
                 }
             }
         }
@@ -256,42 +240,6 @@ final class PoolDriver: Sendable {
         } else {
             let bound = LoopBound(start, loop: loop)
             loop.execute { bound.value() }
-        }
-    }
-
-    /// Wraps a connected channel in TLS for https (plain TCP otherwise) and hands the
-    /// connection to the pool. The handshake shares the connect `deadline`.
-    private func secure(_ channel: StreamChannel, id: PoolConnectionID, timings: ConnectTimings, deadline: ContinuousClock.Instant) {
-        var timings = timings
-        timings.end = .now
-        guard origin.scheme == .https else {
-            established(id, stream: PlainStream(channel: channel), http2: environment.http2PriorKnowledge, timings: timings)
-            return
-        }
-        let engine: TLSEngine
-        do throws(TLSError) {
-            let session = environment.sessionCache.session(for: TLSStream.sessionKey(origin))
-            engine = try TLSEngine(
-                context: environment.tlsContext(), role: .client(serverName: origin.host),
-                verificationTime: Int64(Date().timeIntervalSince1970), session: session
-            )
-        } catch {
-            channel.close()
-            connectionFailed(id, .tls(error))
-            return
-        }
-        let stream = TLSStream(
-            channel: channel, engine: engine, origin: origin, sessionCache: environment.sessionCache,
-            securityDelegate: environment.securityDelegate,
-            exchangeForChallenge: { [weak self] in self?.oldestWaitingExchange() }
-        )
-        stream.startHandshake(deadline: deadline) { [self] result in
-            switch result {
-            case .success:
-                established(id, stream: stream, http2: stream.tls?.applicationProtocol == "h2", timings: timings)
-            case .failure(let failure):
-                connectionFailed(id, failure)
-            }
         }
     }
 

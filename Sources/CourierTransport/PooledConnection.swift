@@ -1,3 +1,4 @@
+import CourierCore
 import CourierReactor
 import Foundation
 
@@ -53,12 +54,14 @@ extension HTTPExchange {
     }
 }
 
-/// When a connection was dialed: the name lookup (nil for a numeric host) and the connect.
+/// When a connection was dialed: the name lookup (nil for a numeric host) and the connect
+/// (through the proxy's tunnel, when there is one); and the proxy it goes through.
 struct ConnectTimings: Sendable {
     var resolutionStart: ContinuousClock.Instant?
     var resolutionEnd: ContinuousClock.Instant?
     var start: ContinuousClock.Instant
     var end: ContinuousClock.Instant
+    var proxy: ProxyServer?
 }
 
 extension ExchangeMetrics {
@@ -82,6 +85,7 @@ extension ExchangeMetrics {
         tlsProtocolVersion = stream.tls?.version?.rawValue
         tlsCipherSuite = stream.tls?.cipherSuite
         networkProtocolName = protocolName
+        proxy = connectTimings.proxy
         localAddress = stream.localAddress
         remoteAddress = stream.remoteAddress
     }

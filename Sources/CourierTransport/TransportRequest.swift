@@ -28,6 +28,12 @@ public struct Origin: Hashable, Sendable, CustomStringConvertible {
         return port == scheme.defaultPort ? hostPart : "\(hostPart):\(port)"
     }
 
+    /// `host:port` with the port always written (brackets around IPv6): CONNECT's target.
+    public var hostAndPort: String {
+        let hostPart = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
+        return "\(hostPart):\(port)"
+    }
+
     public var description: String { "\(scheme.rawValue)://\(authority)" }
 }
 
@@ -58,7 +64,14 @@ public enum RequestBody: Sendable {
 
 /// A request as the transport carries it.
 public struct TransportRequest: Sendable {
+    /// The origin the request is for (a proxy, when there is one, is ``proxy``).
     public var origin: Origin
+    /// The proxy to go through; nil: directly. An `http` request to an HTTP proxy must carry
+    /// its target in absolute-form.
+    public var proxy: ProxyServer?
+    /// `Proxy-Authorization` for the CONNECT that opens a tunnel through an HTTP proxy, when
+    /// this request's wait makes the pool dial one.
+    public var tunnelAuthorization: String?
     public var head: HTTPRequestHead
     public var body: RequestBody
     /// Longest silence (no byte sent or received) before the request fails as timed out.
@@ -68,6 +81,9 @@ public struct TransportRequest: Sendable {
     /// Whether to record the timings of ``ExchangeMetrics`` (addresses and counts are always
     /// recorded). Off saves a clock read per step when nobody will look at them.
     public var collectsTimings = true
+
+    /// The connections this request may use.
+    public var connectionKey: ConnectionKey { ConnectionKey(origin: origin, proxy: proxy) }
 
     /// How the body is delimited: the one framing rule, used by both HTTP versions and by the
     /// session layer's report of the request as sent. A body of known length (bytes, a file)

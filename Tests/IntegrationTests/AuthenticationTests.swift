@@ -659,7 +659,7 @@ struct AuthenticationTests {
         }
         let storage = URLCredentialStorage(store: .memory)
         let configuration = configuration(storage: storage)
-        configuration.httpProxyForTesting = Origin(scheme: .http, host: "127.0.0.1", port: UInt16(proxy.port))
+        configuration.connectionProxyDictionary = [kCFNetworkProxiesHTTPEnable: 1, kCFNetworkProxiesHTTPProxy: "127.0.0.1", kCFNetworkProxiesHTTPPort: proxy.port]
         let session = URLSession(configuration: configuration, delegate: answerer, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         let (_, response) = try await session.data(from: URL(string: "http://origin.invalid/x")!)
@@ -699,7 +699,7 @@ struct AuthenticationTests {
                 : (.useCredential, URLCredential(user: "origin-user", password: "origin-pass", persistence: .forSession))
         }
         let configuration = configuration()
-        configuration.httpProxyForTesting = Origin(scheme: .http, host: "127.0.0.1", port: UInt16(proxy.port))
+        configuration.connectionProxyDictionary = [kCFNetworkProxiesHTTPEnable: 1, kCFNetworkProxiesHTTPProxy: "127.0.0.1", kCFNetworkProxiesHTTPPort: proxy.port]
         let session = URLSession(configuration: configuration, delegate: answerer, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         let (data, response) = try await session.data(from: URL(string: "http://origin.invalid:8080/path?q=1")!)

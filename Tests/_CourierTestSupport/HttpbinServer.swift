@@ -39,7 +39,7 @@ public final class HttpbinServer: Sendable {
 
     /// Starts httpbin; throws when it is not installed or does not answer.
     public init() throws(TestServerError) {
-        let python = try Self.interpreter()
+        let python = try pythonInterpreter(importing: ["httpbin", "waitress"], missing: "httpbin or waitress")
         let directory = TestRun.makeDirectory("httpbin")
         let port = freeLoopbackPort()
         let arguments = ["-m", "waitress", "--listen=127.0.0.1:\(port)", "--threads=8", "httpbin:app"]
@@ -58,33 +58,6 @@ public final class HttpbinServer: Sendable {
     public func stop() {
         ChildProcesses.stop(pid)
         ChildProcesses.forget(pid)
-    }
-
-    /// The real interpreter behind `python3` on `PATH` (not a pyenv shim), when it can import
-    /// httpbin and waitress. `$COURIER_PYTHON` overrides the search.
-    private static func interpreter() throws(TestServerError) -> String {
-        let environment = ProcessInfo.processInfo.environment
-        let candidate: String
-        if let chosen = environment["COURIER_PYTHON"], !chosen.isEmpty {
-            candidate = chosen
-        } else {
-            let path = environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
-            guard let found = path.split(separator: ":").map({ "\($0)/python3" }).first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-                throw TestServerError("python3 is not installed (scripts/lib/ensure-system.sh test installs it with httpbin)")
-            }
-            candidate = found
-        }
-        let probe = "import sys, importlib.util as u; print(sys.executable if u.find_spec('httpbin') and u.find_spec('waitress') else '')"
-        let executable: String
-        do {
-            executable = try runTool(candidate, ["-c", probe]).trimmingCharacters(in: .whitespacesAndNewlines)
-        } catch {
-            throw TestServerError("\(candidate) does not run: \(error)")
-        }
-        guard !executable.isEmpty, FileManager.default.isExecutableFile(atPath: executable) else {
-            throw TestServerError("httpbin or waitress is missing for \(candidate) (scripts/lib/ensure-system.sh test installs them)")
-        }
-        return executable
     }
 }
 

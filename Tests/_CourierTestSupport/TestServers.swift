@@ -48,15 +48,26 @@ private func probeFreeLoopbackPort() -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
-/// Starts a test server, its output discarded: tracked so it is stopped when the test process
-/// exits, and its PID recorded in `directory/server.pid` for the test script to stop leftovers.
-func startServerProcess(_ executable: String, _ arguments: [String], directory: URL) throws(TestServerError) -> Int32 {
+/// Starts a test server: tracked so it is stopped when the test process exits, and its PID
+/// recorded in `directory/server.pid` for the test script to stop leftovers. Its standard output
+/// and error go to the file `output` (created or truncated) when given, else they are discarded.
+func startServerProcess(_ executable: String, _ arguments: [String], directory: URL, output: URL? = nil) throws(TestServerError) -> Int32 {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     process.standardInput = FileHandle.nullDevice
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
+    var outputHandle: FileHandle?
+    if let output {
+        guard FileManager.default.createFile(atPath: output.path, contents: nil),
+              let handle = FileHandle(forWritingAtPath: output.path) else {
+            throw TestServerError("cannot create \(output.path) for the output of \(executable)")
+        }
+        outputHandle = handle
+    }
+    process.standardOutput = outputHandle ?? FileHandle.nullDevice
+    process.standardError = outputHandle ?? FileHandle.nullDevice
+    // The child has its own copy of the descriptor once started (or none when it could not be).
+    defer { try? outputHandle?.close() }
     do {
         try process.run()
     } catch {
@@ -66,6 +77,35 @@ func startServerProcess(_ executable: String, _ arguments: [String], directory: 
     ChildProcesses.track(pid)
     try? String(pid).write(to: directory.appendingPathComponent("server.pid"), atomically: true, encoding: .utf8)
     return pid
+}
+
+/// The real interpreter behind `python3` on `PATH` (not a pyenv shim), when it can import every
+/// module in `modules`. `$COURIER_PYTHON` overrides the search. `missing` names the modules in
+/// the error thrown when one cannot be imported, e.g. "httpbin or waitress".
+func pythonInterpreter(importing modules: [String], missing: String) throws(TestServerError) -> String {
+    let environment = ProcessInfo.processInfo.environment
+    let candidate: String
+    if let chosen = environment["COURIER_PYTHON"], !chosen.isEmpty {
+        candidate = chosen
+    } else {
+        let path = environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        guard let found = path.split(separator: ":").map({ "\($0)/python3" }).first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw TestServerError("python3 is not installed (scripts/lib/ensure-system.sh test installs it with httpbin)")
+        }
+        candidate = found
+    }
+    let names = modules.map { "'\($0)'" }.joined(separator: ", ")
+    let probe = "import sys, importlib.util as u; print(sys.executable if all(u.find_spec(m) for m in [\(names)]) else '')"
+    let executable: String
+    do {
+        executable = try runTool(candidate, ["-c", probe]).trimmingCharacters(in: .whitespacesAndNewlines)
+    } catch {
+        throw TestServerError("\(candidate) does not run: \(error)")
+    }
+    guard !executable.isEmpty, FileManager.default.isExecutableFile(atPath: executable) else {
+        throw TestServerError("\(missing) is missing for \(candidate) (scripts/lib/ensure-system.sh test installs \(modules.count == 1 ? "it" : "them"))")
+    }
+    return executable
 }
 
 /// Waits until something accepts TCP connections on 127.0.0.1:`port`.

@@ -4,13 +4,14 @@
 set -euo pipefail
 
 build_packages=(libssl-dev libnghttp2-dev zlib1g-dev libbrotli-dev libsqlite3-dev libpsl-dev publicsuffix pkg-config)
-test_packages=(nginx libnginx-mod-http-js nghttp2-server openssl)
+# squid (with its basic_ncsa_auth helper) is the HTTP proxy of the integration tests.
+test_packages=(nginx libnginx-mod-http-js nghttp2-server openssl squid)
 
 wanted=("${build_packages[@]}")
 if [ "${1:-build}" = "test" ]; then
   wanted+=("${test_packages[@]}")
-  # httpbin comes from PyPI (below) for the python3 on PATH; Debian's python3 and pip when
-  # there is none.
+  # httpbin and pproxy come from PyPI (below) for the python3 on PATH; Debian's python3 and
+  # pip when there is none.
   if ! command -v python3 >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then
     wanted+=(python3 python3-pip)
   fi
@@ -29,17 +30,23 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" != "0" ]; then sudo="sudo"; fi
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  # Debian starts nginx as a service when installed; the tests run their own instances.
-  if command -v service >/dev/null 2>&1; then $sudo service nginx stop >/dev/null 2>&1 || true; fi
+  # Debian starts nginx and squid as services when installed; the tests run their own
+  # instances. Either may be missing, and systemctl too: neither stop may fail the script.
+  if command -v service >/dev/null 2>&1; then
+    $sudo service nginx stop >/dev/null 2>&1 || true
+    $sudo service squid stop >/dev/null 2>&1 || true
+  fi
+  if command -v systemctl >/dev/null 2>&1; then $sudo systemctl stop squid >/dev/null 2>&1 || true; fi
 fi
 
-# httpbin (PyPI), served by waitress, for the integration tests: installed for the python3 on
-# PATH, which is the interpreter the test harness runs (HttpbinServer.swift). As root into that
-# Python; as another user pip falls back to a user install. Debian marks its Python as
-# externally managed, and pip then refuses unless told to go ahead.
-if [ "${1:-build}" = "test" ] && ! python3 -c 'import httpbin, waitress' >/dev/null 2>&1; then
-  echo "Installing from PyPI: httpbin waitress"
-  pip_install=(python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location "httpbin>=0.10,<0.11" "waitress>=2.1")
+# httpbin (PyPI), served by waitress, and the SOCKS5 proxy pproxy (PyPI) for the integration
+# tests: installed for the python3 on PATH, which is the interpreter the test harness runs
+# (HttpbinServer.swift, SOCKSProxyServer.swift). As root into that Python; as another user pip
+# falls back to a user install. Debian marks its Python as externally managed, and pip then
+# refuses unless told to go ahead.
+if [ "${1:-build}" = "test" ] && ! python3 -c 'import httpbin, waitress, pproxy' >/dev/null 2>&1; then
+  echo "Installing from PyPI: httpbin waitress pproxy"
+  pip_install=(python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location "httpbin>=0.10,<0.11" "waitress>=2.1" "pproxy>=2.7,<3")
   export PIP_ROOT_USER_ACTION=ignore
   if ! pip_output=$("${pip_install[@]}" 2>&1); then
     if grep -q "externally-managed-environment" <<<"$pip_output"; then
@@ -49,8 +56,8 @@ if [ "${1:-build}" = "test" ] && ! python3 -c 'import httpbin, waitress' >/dev/n
       exit 1
     fi
   fi
-  if ! python3 -c 'import httpbin, waitress' >/dev/null 2>&1; then
-    echo "httpbin was installed but python3 cannot import it" >&2
+  if ! python3 -c 'import httpbin, waitress, pproxy' >/dev/null 2>&1; then
+    echo "httpbin, waitress and pproxy were installed but python3 cannot import them all" >&2
     exit 1
   fi
 fi

@@ -1,0 +1,61 @@
+/// A proxy a connection goes through, as the configuration names it: what kind, where, and the
+/// credentials the proxy protocol itself carries.
+public struct ProxyServer: Hashable, Sendable, CustomStringConvertible {
+    /// The proxy protocol.
+    public enum Kind: Hashable, Sendable {
+        /// An HTTP proxy: `http` requests go to it in absolute-form, anything else through a
+        /// CONNECT tunnel (RFC 9110 section 9.3.6).
+        case http
+        /// A SOCKS5 proxy (RFC 1928), which tunnels every request.
+        case socks5(SOCKSHostResolution)
+    }
+
+    /// Who turns the origin's host name into an address for a SOCKS5 proxy.
+    public enum SOCKSHostResolution: Hashable, Sendable {
+        /// The proxy: the name is sent as it is and never reaches the local resolver (curl's
+        /// `socks5h://`, and Apple's SOCKS proxies).
+        case byProxy
+        /// The client: the proxy gets an address (curl's `socks5://`).
+        case locally
+    }
+
+    /// A user name and password configured with the proxy. SOCKS5 sends them in its
+    /// username/password sub-negotiation (RFC 1929); an HTTP proxy gets them only as the answer
+    /// to its 407 challenge, through the session's authentication.
+    public struct Credentials: Hashable, Sendable {
+        public var user: String
+        public var password: String
+        public init(user: String, password: String) {
+            self.user = user
+            self.password = password
+        }
+    }
+
+    public var kind: Kind
+    /// The proxy's host, lower-cased; IPv6 literals without brackets.
+    public var host: String
+    public var port: UInt16
+    public var credentials: Credentials?
+
+    public init(kind: Kind, host: String, port: UInt16, credentials: Credentials? = nil) {
+        self.kind = kind
+        self.host = host.lowercased()
+        self.port = port
+        self.credentials = credentials
+    }
+
+    /// `host:port`, with brackets around an IPv6 literal.
+    public var authority: String {
+        let hostPart = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
+        return "\(hostPart):\(port)"
+    }
+
+    /// The proxy as a URL without its credentials, e.g. `socks5h://127.0.0.1:1080`.
+    public var description: String {
+        switch kind {
+        case .http: return "http://\(authority)"
+        case .socks5(.byProxy): return "socks5h://\(authority)"
+        case .socks5(.locally): return "socks5://\(authority)"
+        }
+    }
+}
