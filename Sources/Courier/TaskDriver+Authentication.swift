@@ -95,6 +95,7 @@ extension TaskDriver {
         if path.isEmpty { path = "/" }
         // The caller's own field (the request's or the configuration's) is left alone.
         let callerAuthorizes = transportRequest.head.fields.contains("Authorization")
+        let callerProxyAuthorizes = transportRequest.head.fields.contains("Proxy-Authorization") || transportRequest.tunnelAuthorization != nil
 
         return state.withLock { state in
             var sent: (server: SentCredential?, proxy: SentCredential?) = (nil, nil)
@@ -128,7 +129,7 @@ extension TaskDriver {
             if let value = chosenAuthorization(&state.authentication.proxy, scheme: "http", host: proxy.server.host, port: proxyPort, isProxy: true, method: proxyMethod, uri: proxyURI, body: proxyBody) {
                 setProxyAuthorization(value.header)
                 sent.proxy = value.sent
-            } else if rememberedSomething,
+            } else if rememberedSomething, !callerProxyAuthorizes,
                       let remembered = session.preemptiveAuthentication.withLock({
                           $0.authorization(scheme: "http", host: proxy.server.host, port: proxyPort, isProxy: true, path: "/", method: proxyMethod, uri: proxyURI, body: proxyBody, clientNonce: Self.clientNonce())
                       }) {
@@ -202,11 +203,12 @@ extension TaskDriver {
     // MARK: On the way in
 
     /// Reads the challenges of a response head (under the task's lock): true when it is a
-    /// 401, or a 407 from the proxy the request went through, with a challenge Courier can
-    /// answer. A response that is neither confirms the credentials the exchange carried.
-    func readChallenges(_ head: HTTPResponseHead, viaProxy: Bool, in state: inout State) -> Bool {
+    /// 401, or a 407 from the proxy the request went through (`proxyMayChallenge`: a forwarded
+    /// request's, or the CONNECT's), with a challenge Courier can answer. A response that is
+    /// neither confirms the credentials the exchange carried.
+    func readChallenges(_ head: HTTPResponseHead, viaProxy: Bool, proxyMayChallenge: Bool, in state: inout State) -> Bool {
         let isServerChallenge = head.status == 401
-        let isProxyChallenge = head.status == 407 && viaProxy
+        let isProxyChallenge = head.status == 407 && proxyMayChallenge
         // A credential is confirmed by an answer that got past it: not a new challenge, not a
         // 407 (the request never left the proxy), not a server error (which may come from a
         // gateway that never checked it).
@@ -427,7 +429,9 @@ extension TaskDriver {
             failAuthentication(.courier(.userAuthenticationRequired, "The credential cannot be sent: \(error).", url: request?.url ?? originalURL))
             return
         }
-        guard case .request = source, let request, request.httpBody == nil, request.httpBodyStream != nil else {
+        // A refused tunnel read nothing of the body: the same stream goes again.
+        let bodyUnread = state.withLock { $0.tunnelRefused }
+        guard case .request = source, let request, request.httpBody == nil, request.httpBodyStream != nil, !bodyUnread else {
             retryAuthenticated(with: nil)
             return
         }
@@ -468,7 +472,7 @@ extension TaskDriver {
             return state.proxy
         }
         if let tunnel {
-            failAuthentication(.from(.tunnelRefused(tunnel.server, HTTPResponseHead(version: .http1_1, status: 407), target: tunnel.tunnelTarget), url: currentURL))
+            failAuthentication(.from(.tunnelRefused(tunnel.server, HTTPResponseHead(version: .http1_1, status: 407), target: tunnel.tunnelTarget, sentAuthorization: nil), url: currentURL))
             return
         }
         logger.debug("authentication given up: the challenge response is the result", metadata: ["task": "\(identifier)"])

@@ -79,6 +79,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         /// The current exchange's 407 came from a CONNECT tunnel: when no credential answers
         /// it, the task fails (the proxy's reply is no response of the origin's).
         var tunnelRefused = false
+        /// Times the request went again after a tunnel refused with another request's credential.
+        var tunnelRequeues = 0
         var authentication = AuthenticationState()
         var cache = CacheState()
     }
@@ -509,7 +511,9 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             state.response = response
             let location = (300..<400).contains(response.statusCode) ? response.fields.first("Location") : nil
             let retryAfter = head.status == 429 || head.status == 503 ? head.fields.first("Retry-After") : nil
-            let challenges = readChallenges(head, viaProxy: state.proxy != nil, in: &state)
+            // Inside a tunnel the origin answers: its 407 is a response, never the proxy's challenge.
+            let proxyMayChallenge = state.proxy.map { !$0.isTunnel || state.tunnelRefused } ?? false
+            let challenges = readChallenges(head, viaProxy: state.proxy != nil, proxyMayChallenge: proxyMayChallenge, in: &state)
             confirmed = state.authentication.confirmedServer || state.authentication.confirmedProxy
             return state.machine.handle(.responseHeadReceived(.init(
                 status: response.statusCode, location: location, retryAfter: retryAfter, requestURL: url,
@@ -573,17 +577,20 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     }
 
     func exchange(_ exchange: HTTPExchange, didFailWith error: TransportError, metrics: ExchangeMetrics) {
-        if case .dial(.proxy(.tunnelRefused(_, let head, _))) = error, head.status == 407,
-           !AuthenticationEngine.offers(inFields: head.fields.values("Proxy-Authenticate")).offers.isEmpty,
-           state.withLock({ state in
-               guard state.exchange === exchange, state.proxy?.isTunnel == true else { return false }
-               state.tunnelRefused = true
-               return true
-           }) {
-            // The proxy's challenge to CONNECT is answered as a 407 response would be; the
-            // proxy's body is not the origin's and is not delivered.
-            self.exchange(exchange, didReceiveHead: head)
-            self.exchange(exchange, didCompleteWithTrailers: nil, metrics: metrics)
+        if case .dial(.proxy(.tunnelRefused(_, let head, _, let sentAuthorization))) = error, head.status == 407,
+           let challenge = tunnelChallenge(head, sentAuthorization: sentAuthorization, exchange: exchange) {
+            switch challenge {
+            case .notOurs:
+                // The tunnel was asked for with another request's credential: this request
+                // goes again with its own, and its credential is not counted as refused.
+                startExchange()
+            case .ask(let proxyHead):
+                // Answered as a 407 response would be, from the status and the challenges
+                // alone: no other field of the proxy's reply (a Set-Cookie) and no body reaches
+                // the origin's cookies, cache or delegate.
+                self.exchange(exchange, didReceiveHead: proxyHead)
+                self.exchange(exchange, didCompleteWithTrailers: nil, metrics: metrics)
+            }
             return
         }
         let url = currentURL
@@ -605,6 +612,36 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         }
         run(actions)
     }
+
+    /// What a CONNECT 407 means for this exchange.
+    enum TunnelChallenge {
+        /// The tunnel carried another request's credential: try again with this one's.
+        case notOurs
+        /// Ask for a credential with this head (the status and `Proxy-Authenticate` only).
+        case ask(HTTPResponseHead)
+    }
+
+    /// Reads a proxy's 407 to CONNECT: nil when it is to fail the task (no challenge Courier
+    /// can answer, too many challenges already, or the exchange is no longer current).
+    private func tunnelChallenge(_ head: HTTPResponseHead, sentAuthorization: String?, exchange: HTTPExchange) -> TunnelChallenge? {
+        var proxyHead = HTTPResponseHead(version: head.version, status: head.status, reason: head.reason)
+        for value in head.fields.values("Proxy-Authenticate") { proxyHead.fields.append(name: "Proxy-Authenticate", value: value) }
+        guard !AuthenticationEngine.offers(inFields: proxyHead.fields.values("Proxy-Authenticate")).offers.isEmpty else { return nil }
+        return state.withLock { state -> TunnelChallenge? in
+            guard state.exchange === exchange, let hop = state.proxy, hop.isTunnel,
+                  state.machine.authenticationCount < AuthenticationEngine.maximumChallengesPerTask else { return nil }
+            if state.transportRequest?.tunnelAuthorization != sentAuthorization && state.tunnelRequeues < Self.maxTunnelRequeues {
+                state.tunnelRequeues += 1
+                return .notOurs
+            }
+            state.tunnelRefused = true
+            return .ask(proxyHead)
+        }
+    }
+
+    /// Most times a request goes again because its tunnel was refused with another request's
+    /// credential, before the refusal counts as its own.
+    static let maxTunnelRequeues = 3
 
     /// True when the body can be sent again: none, bytes, or a file (opened anew); not a stream.
     static func isReplayable(_ source: BodySource, _ request: URLRequest?) -> Bool {

@@ -104,7 +104,7 @@ extension URLError {
             return .courier(.cannotConnectToHost, "Could not connect to the proxy \(proxy) (\(systemError.reason)).", url: url, underlying: systemError)
         case .unreachable(_, let error):
             return .courier(.cannotConnectToHost, "Could not connect to the proxy \(proxy) (\(error)).", url: url)
-        case .tunnelRefused(_, let head, let target) where head.status == 407:
+        case .tunnelRefused(_, let head, let target, _) where head.status == 407:
             return .courier(.userAuthenticationRequired, "The proxy \(proxy) requires authentication for the tunnel to \(target) (407), and no credential was accepted.", url: url)
         case .tunnelRefused:
             return .courier(.cannotConnectToHost, "Could not connect to the server: \(failure).", url: url)
@@ -121,6 +121,8 @@ extension URLError {
             return .courier(.badServerResponse, "The proxy returned a bad response: \(failure).", url: url)
         case .closed(_, let systemError):
             return .courier(.networkConnectionLost, "The network connection was lost: \(failure).", url: url, underlying: systemError)
+        case .timedOut:
+            return .courier(.timedOut, "The request timed out: \(failure).", url: url)
         }
     }
 }

@@ -48,11 +48,14 @@ struct ProxyOptions: ParsableArguments {
             do {
                 server = try ProxySelection.parseProxyURL(text)
             } catch {
-                throw ValidationError("\(option) \(text): \(error)")
+                throw ValidationError("\(option): \(error)")
             }
             if let credentials { server.credentials = credentials }
-            configuration.connectionProxyDictionary = Self.dictionary(for: server, noProxy: noProxy)
-            selection = ProxySelection(http: .proxy(server), https: .proxy(server), exceptions: noProxy.map(ProxyExceptions.noProxy) ?? ProxyExceptions.none)
+            // curl: the environment's no_proxy applies to -x too, unless --noproxy replaces it.
+            let environment = ProcessInfo.processInfo.environment
+            let exceptions = noProxy ?? [environment["no_proxy"], environment["NO_PROXY"]].compactMap { $0 }.first { !$0.isEmpty }
+            configuration.connectionProxyDictionary = Self.dictionary(for: server, noProxy: exceptions)
+            selection = ProxySelection(http: .proxy(server), https: .proxy(server), exceptions: exceptions.map(ProxyExceptions.noProxy) ?? ProxyExceptions.none)
             source = option
         } else {
             if let noProxy {

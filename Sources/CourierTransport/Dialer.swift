@@ -52,10 +52,10 @@ struct Dialer {
         }
     }
 
-    /// A failed connect to the proxy names the proxy; timing out stays a timeout.
+    /// A failed connect to the proxy names the proxy.
     private static func connectFailure(_ error: ConnectError, proxy: ProxyServer?) -> DialFailure {
-        guard let proxy, error != .timedOut, error != .cancelled else { return .connect(error) }
-        return .proxy(.unreachable(proxy, error))
+        guard let proxy, error != .cancelled else { return .connect(error) }
+        return .proxy(error == .timedOut ? .timedOut(proxy) : .unreachable(proxy, error))
     }
 
     /// Runs the route's tunnel, if any, within the connect deadline.

@@ -274,6 +274,23 @@ final class PoolDriver: Sendable {
     }
 
     private func connectionFailed(_ id: PoolConnectionID, _ failure: DialFailure) {
-        run(state.withLock { $0.machine.connectionFailed(id, error: failure) })
+        var refused: HTTPExchange?
+        let actions = state.withLock { state -> [Action] in
+            var actions = state.machine.connectionFailed(id, error: failure)
+            // A proxy's refusal of a tunnel answers the credential of the request it was dialed
+            // for (the oldest waiting). When other connections live, the machine keeps its
+            // waiters and dials again, which would send the same credential: that request
+            // learns of the refusal now instead.
+            guard case .proxy(.tunnelRefused) = failure,
+                  !actions.contains(where: { if case .failRequest = $0 { true } else { false } }),
+                  let (requestID, exchange) = state.exchanges.min(by: { $0.key < $1.key }) else { return actions }
+            state.exchanges[requestID] = nil
+            state.waitDeadlines[requestID] = nil
+            actions += state.machine.requestCancelled(requestID)
+            refused = exchange
+            return actions
+        }
+        refused?.fail(.dial(failure))
+        run(actions)
     }
 }

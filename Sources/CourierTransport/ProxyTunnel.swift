@@ -12,7 +12,7 @@ import CourierReactor
 final class ProxyTunnel: StreamChannelDelegate {
     /// The proxy protocol in progress.
     enum Handshake {
-        case connect(HTTP1ResponseParser, target: String)
+        case connect(HTTP1ResponseParser, target: String, authorization: String?)
         case socks(SOCKS5Handshake)
     }
 
@@ -46,7 +46,7 @@ final class ProxyTunnel: StreamChannelDelegate {
         var request = "CONNECT \(target) HTTP/1.1\r\nHost: \(target)\r\n"
         if let authorization { request += "Proxy-Authorization: \(authorization)\r\n" }
         request += "\r\n"
-        let tunnel = ProxyTunnel(channel: channel, proxy: proxy, handshake: .connect(parser, target: target))
+        let tunnel = ProxyTunnel(channel: channel, proxy: proxy, handshake: .connect(parser, target: target, authorization: authorization))
         tunnel.start(sending: Array(request.utf8), deadline: deadline, completion: completion)
     }
 
@@ -73,7 +73,7 @@ final class ProxyTunnel: StreamChannelDelegate {
         // The tunnel holds itself through the timer and the channel until it ends.
         timer = channel.loop.scheduleTimer(at: deadline) { [self] in
             timer = nil
-            finish(.failure(.connect(.timedOut)))
+            finish(.failure(.proxy(.timedOut(proxy))))
         }
         send(bytes)
     }
@@ -97,14 +97,14 @@ final class ProxyTunnel: StreamChannelDelegate {
     func channel(_ channel: StreamChannel, didRead bytes: UnsafeRawBufferPointer) {
         guard completion != nil else { return }
         switch handshake {
-        case .connect(var parser, let target):
-            readConnectReply(bytes, parser: &parser, target: target)
+        case .connect(var parser, let target, let authorization):
+            readConnectReply(bytes, parser: &parser, target: target, authorization: authorization)
         case .socks(var socks):
             readSOCKSReply(bytes, handshake: &socks)
         }
     }
 
-    private func readConnectReply(_ bytes: UnsafeRawBufferPointer, parser: inout HTTP1ResponseParser, target: String) {
+    private func readConnectReply(_ bytes: UnsafeRawBufferPointer, parser: inout HTTP1ResponseParser, target: String, authorization: String?) {
         var offset = 0
         var found: HTTPResponseHead?
         while found == nil {
@@ -122,10 +122,10 @@ final class ProxyTunnel: StreamChannelDelegate {
                 break
             }
         }
-        handshake = .connect(parser, target: target)
+        handshake = .connect(parser, target: target, authorization: authorization)
         guard let head = found else { return }
         guard (200..<300).contains(head.status) else {
-            finish(.failure(.proxy(.tunnelRefused(proxy, head, target: target))))
+            finish(.failure(.proxy(.tunnelRefused(proxy, head, target: target, sentAuthorization: authorization))))
             return
         }
         if offset < bytes.count {

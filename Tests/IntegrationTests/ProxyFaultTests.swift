@@ -98,6 +98,26 @@ struct ProxyFaultTests {
         #expect(proxy.connectionCount == 1)
     }
 
+    @Test("a 407 to CONNECT sets no cookie: only its status and challenges are read")
+    func tunnelChallengeSetsNoCookie() async throws {
+        let log = ScriptedProxyLog()
+        let proxy = try connectProxy(
+            replying: "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"scripted\"\r\nSet-Cookie: planted=1; Secure; Path=/\r\nContent-Length: 0\r\n\r\n",
+            log: log
+        )
+        let recorder = ProxyTaskRecorder { _ in (.cancelAuthenticationChallenge, nil) }
+        let configuration = URLSessionConfiguration.proxied(TestProxies.http(proxy.port), timeout: 10)
+        configuration.httpCookieAcceptPolicy = .always
+        let cookies = try #require(configuration.httpCookieStorage)
+        let session = URLSession(configuration: configuration, delegate: recorder, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let loaded = await loadRecorded(session, recorder, URLRequest(url: Self.tunnelled))
+        #expect(loaded.code == .cancelled, "\(String(describing: loaded.error))")
+        #expect(recorder.challenges.count == 1)
+        #expect(recorder.challenges.first?.space.realm == "scripted")
+        #expect(cookies.cookies?.isEmpty ?? true, "\(String(describing: cookies.cookies))")
+    }
+
     @Test("a caller's Proxy-Authorization goes on the CONNECT")
     func callerCredentialOnConnect() async throws {
         let log = ScriptedProxyLog()

@@ -365,6 +365,31 @@ struct ProxyTests {
         #expect(recorder.challenges.map { $0.space.proxyType ?? "none" } == [NSURLProtectionSpaceHTTPSProxy])
     }
 
+    @Test("an origin's 407 inside a tunnel is its response, never the proxy's challenge")
+    func originProxyChallengeInsideTunnel() async throws {
+        let recorder = ProxyTaskRecorder { _ in (.useCredential, URLCredential(user: "phished", password: "secret", persistence: .none)) }
+        let session = makeSession(TestProxies.http(squid.openPort), recorder)
+        defer { session.finishTasksAndInvalidate() }
+        let loaded = await loadRecorded(session, recorder, URLRequest(url: nginx.tlsURL("good", "/origin-407")))
+        #expect(loaded.error == nil, "\(String(describing: loaded.error))")
+        #expect(loaded.response?.statusCode == 407)
+        #expect(recorder.challenges.isEmpty)
+    }
+
+    @Test("a proxy that refuses every credential to CONNECT: the task fails, bounded, and the 407 is never the result")
+    func tunnelRefusesEveryCredential() async throws {
+        let wrong = "wrong-\(proxyMarker())"
+        let recorder = ProxyTaskRecorder { _ in (.useCredential, URLCredential(user: SquidServer.user, password: wrong, persistence: .none)) }
+        let session = makeSession(TestProxies.http(squid.authPort), recorder)
+        defer { session.finishTasksAndInvalidate() }
+        let loaded = await loadRecorded(session, recorder, URLRequest(url: nginx.tlsURL("good", "/files/hello.txt")))
+        #expect(loaded.code == .userAuthenticationRequired, "\(String(describing: loaded.error))")
+        #expect(loaded.response == nil)
+        #expect(loaded.body == nil)
+        #expect(recorder.challenges.count > 1)
+        #expect(recorder.challenges.count <= 16)
+    }
+
     @Test("a wrong proxy password: each 407 asks again with a growing failure count, until the delegate cancels")
     func tunnelWrongPassword() async throws {
         let wrong = "wrong-\(proxyMarker())"

@@ -196,6 +196,10 @@ public final class NginxServer: Sendable {
             location = /cookie/expire { add_header Set-Cookie "nginx=gone; Max-Age=0; Path=/"; return 204; }
             return 404;
         }
+        location = /origin-407 {
+            add_header Proxy-Authenticate 'Basic realm="origin"' always;
+            return 407;
+        }
         location /basic/ {
             auth_basic "Courier nginx";
             auth_basic_user_file \(directory.path)/htpasswd;
