@@ -118,7 +118,7 @@ final class FileSink: AsyncDelivering {
 
     var backlogLimits: BacklogLimits { Self.limits }
 
-    func begin(_ response: HTTPURLResponse, driver: TaskDriver) -> URLError? {
+    func begin(_ response: URLResponse, driver: TaskDriver) -> URLError? {
         state.withLock { $0.beginning = true }
         let made: Result<DownloadFile, URLError>
         do {

@@ -315,7 +315,7 @@ extension TaskDriver {
                 failed = URLCredential(user: sentHere.user, password: sentHere.password, persistence: sentHere.persistence)
                 if isProxy { auth.proxy = nil } else { auth.server = nil }
             }
-            return .ask(space, offer, isProxy: isProxy, failures: auth.failureCounts[space] ?? 0, failed: failed, response: state.response)
+            return .ask(space, offer, isProxy: isProxy, failures: auth.failureCounts[space] ?? 0, failed: failed, response: state.response as? HTTPURLResponse)
         }
         switch step {
         case .giveUp:

@@ -266,7 +266,7 @@ extension TaskDriver {
                 state.cache.pending = nil
                 return (pending, request)
             }
-            guard let body = state.cache.collected, let response = state.response else { return nil }
+            guard let body = state.cache.collected, let response = state.response as? HTTPURLResponse else { return nil }
             state.cache.collected = nil
             return (CachedURLResponse(
                 response: response, data: body, userInfo: nil, storagePolicy: .allowed,

@@ -11,7 +11,7 @@ extension TaskDriver {
         let (current, response) = state.withLock { state -> (URLRequest?, HTTPURLResponse?) in
             // A body dropped with the method stays dropped, whatever the upload gave.
             if redirect.bodyChange == .dropAndUseGET { state.bodySource = .request }
-            return (state.request, state.response)
+            return (state.request, state.response as? HTTPURLResponse)
         }
         guard let current, let response else {
             failRedirect(.courier(.badServerResponse, "The redirect has no request or response to follow.", url: originalURL))

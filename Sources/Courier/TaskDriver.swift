@@ -52,7 +52,9 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         /// What went to the transport for the current hop.
         var transportRequest: TransportRequest?
         /// The response head of the current exchange.
-        var response: HTTPURLResponse?
+        /// The response of the current exchange (an `HTTPURLResponse`), or of a `data:` or
+        /// `file:` load (a plain `URLResponse`).
+        var response: URLResponse?
         /// The body of a redirect response, kept until the delegate decides.
         var keptBody = Data()
         /// Decodes the body of the delivered response; nil for identity.
@@ -81,6 +83,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         var tunnelRefused = false
         /// Times the request went again after a tunnel refused with another request's credential.
         var tunnelRequeues = 0
+        /// The `data:` or `file:` load under way, in place of an exchange.
+        var localLoad: LocalLoad?
         var authentication = AuthenticationState()
         var cache = CacheState()
     }
@@ -172,27 +176,29 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     /// Tells the exchange to pause or resume when what the task needs changed. The wish is
     /// recorded under the task's lock, so the latest decision is the one that holds.
     func updateReading() {
-        let exchange = state.withLock { state -> HTTPExchange? in
+        let target = state.withLock { state -> (exchange: HTTPExchange?, local: LocalLoad?)? in
             // Read under the task's lock (task → sink is the lock order), so a drain that
             // happens meanwhile cannot be missed by a pause decided on an older backlog.
             let backlog = sink.backlog
             let limits = sink.backlogLimits
             let wanted = state.suspended || state.awaitingDisposition || backlog > limits.high
             let resume = !state.suspended && !state.awaitingDisposition && backlog <= limits.low
-            guard let exchange = state.exchange else { return nil }
+            guard state.exchange != nil || state.localLoad != nil else { return nil }
             if wanted && !state.readingPaused {
                 state.readingPaused = true
-                exchange.recordPauseWish(true)
-                return exchange
+                state.exchange?.recordPauseWish(true)
+                return (state.exchange, state.localLoad)
             }
             if resume && state.readingPaused {
                 state.readingPaused = false
-                exchange.recordPauseWish(false)
-                return exchange
+                state.exchange?.recordPauseWish(false)
+                return (state.exchange, state.localLoad)
             }
             return nil
         }
-        exchange?.applyPauseWish()
+        guard let target else { return }
+        target.exchange?.applyPauseWish()
+        target.local?.readingChanged()
     }
 
     // MARK: Carrying out the machine's actions
@@ -224,7 +230,13 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
                 }
                 kept.withUnsafeBytes { deliverBody($0, from: nil, decoder: decoder) }
             case .cancelExchange:
-                state.withLock { $0.exchange }?.cancel()
+                let (exchange, local) = state.withLock { ($0.exchange, $0.localLoad) }
+                exchange?.cancel()
+                if let local {
+                    // A local load reports its cancellation as an exchange does: as its failure.
+                    local.cancel()
+                    fail(.courier(.cancelled, "cancelled", url: currentURL), with: .exchangeFailed)
+                }
             case .finish(let ending):
                 finish(ending)
             }
@@ -234,6 +246,10 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     /// Sends the current request as a new exchange.
     func startExchange() {
         let (request, source, deadline) = state.withLock { ($0.request, $0.bodySource, $0.deadline) }
+        if let url = request?.url, let scheme = url.scheme?.lowercased(), LocalLoad.schemes.contains(scheme) {
+            startLocalLoad(url)
+            return
+        }
         var transportRequest: TransportRequest
         var hop: ProxyHop?
         var sent: (server: SentCredential?, proxy: SentCredential?) = (nil, nil)
@@ -320,7 +336,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         guard let (response, fromCache) = state.withLock({ state in state.response.map { ($0, state.cache.answeredFromCache) } }) else { return }
         var decoder: ContentDecoder?
         // A body from the cache was stored as delivered: decoded already.
-        if !fromCache, let coding = response.value(forHTTPHeaderField: "Content-Encoding"),
+        if !fromCache, let coding = (response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Content-Encoding"),
            let codings = ContentCoding.codings(fromContentEncoding: coding), !codings.isEmpty {
             decoder = ContentDecoder(codings: codings, limits: session.frozenConfiguration.courierContentDecodingLimits)
         }
@@ -412,6 +428,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         }
         let task = self.task
         let taskDelegate = Self.taskDelegate(of: task, in: session)
+        var endedLoad: LocalLoad?
         let outcome = state.withLock { state -> TaskOutcome in
             let url = state.request?.url ?? originalURL
             let error: URLError?
@@ -422,6 +439,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             case .exchangeFailed, .deliveryFailed: error = state.failure ?? .courier(.unknown, "The task failed.", url: url)
             }
             state.exchange = nil
+            endedLoad = state.localLoad
+            state.localLoad = nil
             state.decoder = nil
             var metrics: URLSessionTaskMetrics?
             if taskDelegate != nil {
@@ -433,6 +452,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             }
             return TaskOutcome(error: error, response: state.response, metrics: metrics, cacheProposal: cacheProposal)
         }
+        endedLoad?.cancel()
         task?.storage.withLock { storage in
             storage.state = .completed
             storage.error = outcome.error
@@ -441,7 +461,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         if let error = outcome.error {
             logger.debug("task failed", metadata: ["task": "\(identifier)", "error": "\(error.code.rawValue) \(error.localizedDescription)"])
         } else {
-            logger.trace("task finished", metadata: ["task": "\(identifier)", "status": "\(outcome.response?.statusCode ?? 0)"])
+            logger.trace("task finished", metadata: ["task": "\(identifier)", "status": "\((outcome.response as? HTTPURLResponse)?.statusCode ?? 0)"])
         }
         sink.complete(outcome, driver: self)
     }

@@ -13,7 +13,7 @@ import Synchronization
 protocol TaskSink: AnyObject, Sendable {
     /// The response to deliver arrived. Nil, or the error that fails the task (a download
     /// file that cannot be created).
-    func begin(_ response: HTTPURLResponse, driver: TaskDriver) -> URLError?
+    func begin(_ response: URLResponse, driver: TaskDriver) -> URLError?
     /// Body bytes, decoded, lent for the call. `exchange` is the exchange that read them (nil
     /// for bytes kept aside), so deliveries can wait for the end of the loop's read.
     func receive(_ bytes: UnsafeRawBufferPointer, from exchange: HTTPExchange?, driver: TaskDriver) -> URLError?
@@ -49,7 +49,7 @@ struct BacklogLimits: Sendable {
 /// How a task ended, as the sinks deliver it.
 struct TaskOutcome: Sendable {
     var error: URLError?
-    var response: HTTPURLResponse?
+    var response: URLResponse?
     var metrics: URLSessionTaskMetrics?
     /// The response to offer the data delegate's `willCacheResponse` before the metrics and the
     /// completion (then stored as it answers), for a sink that delivers through the delegate.
@@ -139,7 +139,7 @@ final class MemorySink: AsyncDelivering {
         if let early = buffer.withLock({ $0.slot.wait(continuation) }) { continuation.resume(with: early) }
     }
 
-    func begin(_ response: HTTPURLResponse, driver: TaskDriver) -> URLError? {
+    func begin(_ response: URLResponse, driver: TaskDriver) -> URLError? {
         let length = response.expectedContentLength
         if length > 0 {
             buffer.withLock { $0.body.reserveCapacity(Int(min(length, Int64(Self.maxReservedBodyBytes)))) }
@@ -195,7 +195,7 @@ final class DelegateDataSink: TaskSink {
 
     var backlog: Int { pending.withLock { $0.queuedBytes } }
 
-    func begin(_ response: HTTPURLResponse, driver: TaskDriver) -> URLError? {
+    func begin(_ response: URLResponse, driver: TaskDriver) -> URLError? {
         guard let delegate = driver.dataDelegate, let dataTask = driver.task as? URLSessionDataTask else { return nil }
         pending.withLock { $0.receiver = Receiver(delegate: delegate, task: dataTask) }
         driver.setAwaitingDisposition(true)
