@@ -11,6 +11,9 @@ protocol Loader: AnyObject, Sendable {
     func start(_ exchange: HTTPExchange)
     /// Stops everything: waiting exchanges fail, connections close.
     func shutdown()
+    /// Makes every later exchange, and every one still waiting, use a new connection: idle
+    /// connections close now, busy ones after their exchange.
+    func retireConnections()
 }
 
 extension HTTPTransport: Loader {}

@@ -65,8 +65,20 @@ extension TaskDriver {
 /// Reads one `data:` or `file:` resource for a task, a chunk at a time on the blocking pool (a
 /// file is never read whole), and stops while the task's reading is paused.
 final class LocalLoad: Sendable {
-    /// The schemes loaded here.
-    static let schemes: Set<String> = ["data", "file"]
+    /// True for a `data:` or `file:` URL, the schemes loaded here. Asked of every request,
+    /// so it compares the scheme's bytes without making a lower-cased copy.
+    static func loads(_ url: URL) -> Bool {
+        guard let scheme = url.scheme, scheme.utf8.count == 4 else { return false }
+        func matches(_ name: StaticString) -> Bool {
+            var index = 0
+            for byte in scheme.utf8 {
+                guard byte | 0x20 == name.utf8Start[index] else { return false }
+                index += 1
+            }
+            return true
+        }
+        return matches("data") || matches("file")
+    }
     /// Bytes read and delivered at a time.
     static let chunkBytes = 64 * 1024
 

@@ -246,7 +246,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     /// Sends the current request as a new exchange.
     func startExchange() {
         let (request, source, deadline) = state.withLock { ($0.request, $0.bodySource, $0.deadline) }
-        if let url = request?.url, let scheme = url.scheme?.lowercased(), LocalLoad.schemes.contains(scheme) {
+        if let url = request?.url, LocalLoad.loads(url) {
             startLocalLoad(url)
             return
         }

@@ -15,6 +15,11 @@ public let NSURLAuthenticationMethodHTTPBasic = "NSURLAuthenticationMethodHTTPBa
 public let NSURLAuthenticationMethodHTTPDigest = "NSURLAuthenticationMethodHTTPDigest"
 public let NSURLAuthenticationMethodClientCertificate = "NSURLAuthenticationMethodClientCertificate"
 public let NSURLAuthenticationMethodServerTrust = "NSURLAuthenticationMethodServerTrust"
+/// NTLM, HTML-form and Negotiate (Kerberos) authentication: named for protection spaces as on
+/// Apple platforms; Courier answers none of them (their challenges are not raised).
+public let NSURLAuthenticationMethodNTLM = "NSURLAuthenticationMethodNTLM"
+public let NSURLAuthenticationMethodHTMLForm = "NSURLAuthenticationMethodHTMLForm"
+public let NSURLAuthenticationMethodNegotiate = "NSURLAuthenticationMethodNegotiate"
 
 /// A server or proxy that asks for authentication, and how: Apple's `URLProtectionSpace`.
 open class URLProtectionSpace: NSObject, NSCopying, @unchecked Sendable {

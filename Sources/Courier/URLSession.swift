@@ -1,4 +1,5 @@
 import CourierPolicies
+import CourierReactor
 import CourierTransport
 import Foundation
 import Logging
@@ -209,6 +210,47 @@ open class URLSession: NSObject, @unchecked Sendable {
         }
         for task in tasks { task.cancel() }
         if tasks.isEmpty { invalidate() }
+    }
+
+    // MARK: Flush and reset
+
+    /// Writes the session's cookies and cache to disk and makes every later request use a new
+    /// connection; `completionHandler` runs on the delegate queue when done.
+    open func flush(completionHandler: @escaping @Sendable () -> Void) {
+        let configuration = frozenConfiguration
+        loader.retireConnections()
+        BlockingPool.shared.submit { [delegateQueue] in
+            configuration.httpCookieStorage?.flush()
+            configuration.urlCache?.flush()
+            delegateQueue.addOperation { completionHandler() }
+        }
+    }
+
+    /// Empties the session's cookie storage, cache and credential storage (the files on disk
+    /// too, for shared stores: every session using them sees the change, as on Apple
+    /// platforms), forgets the credentials the session sends unasked, and makes every later
+    /// request use a new connection; `completionHandler` runs on the delegate queue when done.
+    open func reset(completionHandler: @escaping @Sendable () -> Void) {
+        let configuration = frozenConfiguration
+        preemptiveAuthentication.withLock { $0 = PreemptiveAuthentication() }
+        remembersCredentials.store(false, ordering: .releasing)
+        loader.retireConnections()
+        BlockingPool.shared.submit { [delegateQueue] in
+            if let cookies = configuration.httpCookieStorage {
+                cookies.removeCookies(since: .distantPast)
+                cookies.flush()
+            }
+            if let cache = configuration.urlCache {
+                cache.removeAllCachedResponses()
+                cache.flush()
+            }
+            if let credentials = configuration.urlCredentialStorage {
+                for (space, byUser) in credentials.allCredentials {
+                    for credential in byUser.values { credentials.remove(credential, for: space) }
+                }
+            }
+            delegateQueue.addOperation { completionHandler() }
+        }
     }
 
     /// Every task not yet completed.

@@ -1,6 +1,10 @@
 import Foundation
 import Synchronization
 
+/// The value of a byte count not known in advance (`countOfBytesExpectedToReceive` with no
+/// `Content-Length`, say).
+public let NSURLSessionTransferSizeUnknown: Int64 = -1
+
 /// One load: Apple's `URLSessionTask`. Created suspended; nothing happens until `resume()`.
 open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
     /// The life of a task: `.suspended` at creation → `.running` (resume) ⇄ `.suspended`

@@ -120,6 +120,19 @@ public final class HTTPTransport: Sendable {
         for driver in drivers { driver.shutdown() }
     }
 
+    /// Retires every connection: idle ones close now, busy ones close when their exchanges
+    /// end, and requests waiting for a connection, like every later one, get a new one (URLSession's
+    /// `flush` and `reset`).
+    public func retireConnections() {
+        let drivers = pools.withLock { pools in
+            defer { pools.removeAll() }
+            return Array(pools.values)
+        }
+        for driver in drivers {
+            for exchange in driver.retire() { start(exchange) }
+        }
+    }
+
     private func pool(for key: ConnectionKey) -> PoolDriver {
         pools.withLock { pools in
             if let existing = pools[key] { return existing }

@@ -171,6 +171,23 @@ final class PoolDriver: Sendable {
         run(state.withLock { $0.machine.shutdown() })
     }
 
+    /// Shuts the pool down without failing its waiting requests: they are returned, for the
+    /// transport to queue on a new pool. Idle connections close; busy ones close after their
+    /// exchange.
+    func retire() -> [HTTPExchange] {
+        var waiting: [HTTPExchange] = []
+        let actions = state.withLock { state -> [Action] in
+            waiting = state.exchanges.sorted { $0.key < $1.key }.map(\.value)
+            state.exchanges.removeAll()
+            state.waitDeadlines.removeAll()
+            // The machine fails the waiters it held; their exchanges are no longer in the
+            // table, so nothing is delivered for them.
+            return state.machine.shutdown()
+        }
+        run(actions)
+        return waiting
+    }
+
     // MARK: Actions
 
     private func run(_ actions: [Action]) {

@@ -1,0 +1,161 @@
+import Courier
+import Foundation
+import Synchronization
+import Testing
+import _CourierTestSupport
+
+/// `URLSession.flush(completionHandler:)` and `reset(completionHandler:)` against nginx: what
+/// each empties, and that later requests (and those waiting for a connection) get new
+/// connections.
+@Suite("Session flush and reset")
+struct SessionResetTests {
+    let nginx: NginxServer
+
+    init() throws {
+        nginx = try NginxServer.shared()
+    }
+
+    /// An ephemeral session of its own stores, with a recorder for challenges and metrics.
+    func makeSession(_ recorder: ProxyTaskRecorder, maximumConnections: Int = 6) -> (URLSession, URLSessionConfiguration) {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = maximumConnections
+        configuration.httpCookieAcceptPolicy = .always
+        return (URLSession(configuration: configuration, delegate: recorder, delegateQueue: nil), configuration)
+    }
+
+    /// Runs `body` on the session and waits for its completion handler; returns whether the
+    /// handler ran on the session's delegate queue.
+    func wait(_ session: URLSession, _ body: (URLSession, @escaping @Sendable () -> Void) -> Void) async -> Bool {
+        await withCheckedContinuation { continuation in
+            let queue = session.delegateQueue
+            body(session) {
+                continuation.resume(returning: OperationQueue.current === queue)
+            }
+        }
+    }
+
+    @Test("reset empties the cookies, the cache and the credentials, and the next request takes a new connection")
+    func resetEmptiesTheStores() async throws {
+        let recorder = ProxyTaskRecorder()
+        let (session, configuration) = makeSession(recorder)
+        defer { session.finishTasksAndInvalidate() }
+        let cookies = try #require(configuration.httpCookieStorage)
+        let cache = try #require(configuration.urlCache)
+        let credentials = try #require(configuration.urlCredentialStorage)
+
+        let setCookie = await loadRecorded(session, recorder, URLRequest(url: nginx.url("/cookie/set")))
+        #expect(setCookie.response?.statusCode == 204)
+        #expect(!(cookies.cookies ?? []).isEmpty)
+        let cacheURL = nginx.url("/cache/max-age/hello.txt")
+        let cached = await loadRecorded(session, recorder, URLRequest(url: cacheURL))
+        #expect(cached.body.map(Array.init) == NginxServer.fixtures["hello.txt"])
+        #expect(cache.cachedResponse(for: URLRequest(url: cacheURL)) != nil)
+        let space = URLProtectionSpace(host: "127.0.0.1", port: nginx.port, protocol: NSURLProtectionSpaceHTTP, realm: "Courier nginx", authenticationMethod: NSURLAuthenticationMethodHTTPBasic)
+        credentials.set(URLCredential(user: "courier", password: "open sesame", persistence: .forSession), for: space)
+        #expect(!credentials.allCredentials.isEmpty)
+        // The connection is kept alive before the reset.
+        let before = await loadRecorded(session, recorder, URLRequest(url: nginx.url("/files/hello.txt")))
+        #expect(before.transactions.last?.isReusedConnection == true)
+
+        let onQueue = await wait(session) { $0.reset(completionHandler: $1) }
+        #expect(onQueue)
+        #expect((cookies.cookies ?? []).isEmpty)
+        #expect(cache.cachedResponse(for: URLRequest(url: cacheURL)) == nil)
+        #expect(credentials.allCredentials.isEmpty)
+        let after = await loadRecorded(session, recorder, URLRequest(url: nginx.url("/files/hello.txt")))
+        #expect(after.body.map(Array.init) == NginxServer.fixtures["hello.txt"])
+        #expect(after.transactions.last?.isReusedConnection == false)
+    }
+
+    @Test("reset forgets the credential the session sent unasked: the server asks again")
+    func resetForgetsRememberedCredentials() async throws {
+        let user = NginxServer.basicUsers[0]
+        let recorder = ProxyTaskRecorder { _ in (.useCredential, URLCredential(user: user.user, password: user.password, persistence: .forSession)) }
+        let (session, _) = makeSession(recorder)
+        defer { session.finishTasksAndInvalidate() }
+        let url = nginx.url("/basic/hello.txt")
+        let first = await loadRecorded(session, recorder, URLRequest(url: url))
+        #expect(first.response?.statusCode == 200)
+        #expect(recorder.challenges.count == 1)
+        let second = await loadRecorded(session, recorder, URLRequest(url: url))
+        #expect(second.response?.statusCode == 200)
+        #expect(recorder.challenges.count == 1, "the remembered credential goes unasked")
+
+        _ = await wait(session) { $0.reset(completionHandler: $1) }
+        let third = await loadRecorded(session, recorder, URLRequest(url: url))
+        #expect(third.response?.statusCode == 200)
+        #expect(recorder.challenges.count == 2, "after the reset the server asks again")
+    }
+
+    @Test("flush keeps the stores, runs its handler on the delegate queue, and the next request takes a new connection")
+    func flushRetiresConnections() async throws {
+        let recorder = ProxyTaskRecorder()
+        let (session, configuration) = makeSession(recorder)
+        defer { session.finishTasksAndInvalidate() }
+        let cookies = try #require(configuration.httpCookieStorage)
+        _ = await loadRecorded(session, recorder, URLRequest(url: nginx.url("/cookie/set")))
+        let kept = await loadRecorded(session, recorder, URLRequest(url: nginx.url("/files/hello.txt")))
+        #expect(kept.transactions.last?.isReusedConnection == true)
+
+        let onQueue = await wait(session) { $0.flush(completionHandler: $1) }
+        #expect(onQueue)
+        #expect(!(cookies.cookies ?? []).isEmpty, "flush keeps the cookies")
+        let after = await loadRecorded(session, recorder, URLRequest(url: nginx.url("/files/hello.txt")))
+        #expect(after.body.map(Array.init) == NginxServer.fixtures["hello.txt"])
+        #expect(after.transactions.last?.isReusedConnection == false)
+        let again = await loadRecorded(session, recorder, URLRequest(url: nginx.url("/files/hello.txt")))
+        #expect(again.transactions.last?.isReusedConnection == true, "the new connection is kept in turn")
+    }
+
+    @Test("a flush while a request waits for a connection: the busy exchange finishes, the waiting one goes on a new connection")
+    func flushWithWaitingRequest() async throws {
+        let recorder = ProxyTaskRecorder()
+        let (session, _) = makeSession(recorder, maximumConnections: 1)
+        defer { session.finishTasksAndInvalidate() }
+        // About a second at nginx's 1 MB/s limit: the one connection stays busy.
+        async let slow = loadRecorded(session, recorder, URLRequest(url: nginx.url("/slow/1m.bin")))
+        try await Task.sleep(for: .milliseconds(200))
+        async let waiting = loadRecorded(session, recorder, URLRequest(url: nginx.url("/files/hello.txt")))
+        try await Task.sleep(for: .milliseconds(100))
+        _ = await wait(session) { $0.flush(completionHandler: $1) }
+        let (slowLoad, waitingLoad) = await (slow, waiting)
+        #expect(slowLoad.error == nil, "\(String(describing: slowLoad.error))")
+        #expect(slowLoad.body.map(Array.init) == NginxServer.fixtures["1m.bin"])
+        #expect(waitingLoad.error == nil, "\(String(describing: waitingLoad.error))")
+        #expect(waitingLoad.body.map(Array.init) == NginxServer.fixtures["hello.txt"])
+        let slowPort = slowLoad.transactions.last?.localPort
+        let waitingPort = waitingLoad.transactions.last?.localPort
+        #expect(slowPort != nil && waitingPort != nil && slowPort != waitingPort)
+        #expect(waitingLoad.transactions.last?.isReusedConnection == false)
+    }
+}
+
+/// Declarations added for parity with FoundationNetworking, checked for what they mean.
+@Suite("Parity declarations")
+struct ParityDeclarationTests {
+    @Test("NSURLSessionTransferSizeUnknown is what a task expects of a chunked body, and a known length is not")
+    func transferSizeUnknown() async throws {
+        let nginx = try NginxServer.shared()
+        let session = URLSession(configuration: .uncached)
+        defer { session.finishTasksAndInvalidate() }
+        for (path, expected) in [("/chunked/64k.bin", NSURLSessionTransferSizeUnknown), ("/files/64k.bin", Int64(64 * 1024))] {
+            let holder = Mutex<URLSessionDataTask?>(nil)
+            let (count, expectedLength) = await withCheckedContinuation { (continuation: CheckedContinuation<(Int, Int64), Never>) in
+                let task = session.dataTask(with: nginx.url(path)) { data, _, _ in
+                    continuation.resume(returning: (data?.count ?? -1, holder.withLock { $0 }?.countOfBytesExpectedToReceive ?? -2))
+                }
+                holder.withLock { $0 = task }
+                task.resume()
+            }
+            #expect(count == 64 * 1024, "\(path)")
+            #expect(expectedLength == expected, "\(path)")
+        }
+    }
+
+    @Test("the authentication-method names have Apple's values")
+    func authenticationMethodNames() {
+        #expect(NSURLAuthenticationMethodNTLM == "NSURLAuthenticationMethodNTLM")
+        #expect(NSURLAuthenticationMethodHTMLForm == "NSURLAuthenticationMethodHTMLForm")
+        #expect(NSURLAuthenticationMethodNegotiate == "NSURLAuthenticationMethodNegotiate")
+    }
+}
