@@ -141,10 +141,48 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             run(state.withLock { $0.machine.handle(.cancelRequested) })
             return
         }
+        if let date = task?.earliestBeginDate, date.timeIntervalSinceNow > 0 {
+            // Delayed: nothing is sent before the date; then the delegate decides.
+            DispatchQueue.global().asyncAfter(wallDeadline: .now() + date.timeIntervalSinceNow) { [self] in beginDelayed() }
+            return
+        }
+        begin()
+    }
+
+    /// Feeds the machine its start.
+    private func begin() {
         run(state.withLock { state in
             state.startDate = Date()
             return state.machine.handle(.started)
         })
+    }
+
+    /// The earliest begin date came: asks the task delegate (on the delegate queue) whether to
+    /// continue, load another request, or cancel.
+    private func beginDelayed() {
+        let request = state.withLock { state in state.machine.isFinished || state.cancelRequested ? nil : state.request }
+        guard let request else { return }
+        guard let task, let delegate = Self.taskDelegate(of: task, in: session) else {
+            begin()
+            return
+        }
+        let session = self.session
+        enqueue { [self] in
+            delegate.urlSession(session, task: task, willBeginDelayedRequest: request) { [self] disposition, replacement in
+                switch disposition {
+                case .continueLoading:
+                    begin()
+                case .useNewRequest:
+                    if let replacement {
+                        state.withLock { $0.request = replacement }
+                        task.storage.withLock { $0.currentRequest = replacement }
+                    }
+                    begin()
+                case .cancel:
+                    task.cancel()
+                }
+            }
+        }
     }
 
     func cancel() {

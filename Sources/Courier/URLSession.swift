@@ -13,6 +13,17 @@ import Synchronization
 /// last call it makes.
 open class URLSession: NSObject, @unchecked Sendable {
     /// What to do with a response: continue, or cancel the task.
+    /// What a delayed task does when its `earliestBeginDate` has come: Apple's
+    /// `URLSession.DelayedRequestDisposition`.
+    public enum DelayedRequestDisposition: Int, Sendable {
+        /// Load the request as it is.
+        case continueLoading = 0
+        /// Load the request given with the disposition instead.
+        case useNewRequest = 1
+        /// Cancel the task.
+        case cancel = 2
+    }
+
     public enum ResponseDisposition: Int, Sendable {
         case cancel = 0
         case allow = 1

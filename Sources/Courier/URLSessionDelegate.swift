@@ -40,6 +40,9 @@ public protocol URLSessionTaskDelegate: URLSessionDelegate {
     /// The task must send its streamed body again (a 307 or 308 redirect): give a new stream
     /// with the same bytes, or nil to fail the task.
     func urlSession(_ session: URLSession, task: URLSessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void)
+    /// A task resumed before its `earliestBeginDate` is about to begin, now that the date has
+    /// come: continue, load another request, or cancel. When not implemented, it continues.
+    func urlSession(_ session: URLSession, task: URLSessionTask, willBeginDelayedRequest request: URLRequest, completionHandler: @escaping @Sendable (URLSession.DelayedRequestDisposition, URLRequest?) -> Void)
 }
 
 extension URLSessionTaskDelegate {
@@ -76,6 +79,14 @@ extension URLSessionTaskDelegate {
             target.urlSession(session, task: task, needNewBodyStream: completionHandler)
         } else {
             completionHandler(nil)
+        }
+    }
+
+    public func urlSession(_ session: URLSession, task: URLSessionTask, willBeginDelayedRequest request: URLRequest, completionHandler: @escaping @Sendable (URLSession.DelayedRequestDisposition, URLRequest?) -> Void) {
+        if let target = forwardingTarget(session, task) {
+            target.urlSession(session, task: task, willBeginDelayedRequest: request, completionHandler: completionHandler)
+        } else {
+            completionHandler(.continueLoading, nil)
         }
     }
 

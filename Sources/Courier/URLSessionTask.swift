@@ -116,6 +116,15 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
         set { storage.withLock { $0.delegate = newValue } }
     }
 
+    /// The earliest time the load may begin: a task resumed before it waits (no connection,
+    /// no byte sent), then asks its delegate's `willBeginDelayedRequest` whether to continue,
+    /// load another request, or cancel. Set it before `resume()`. Apple honours it only in
+    /// background sessions; Courier honours it in every session.
+    open var earliestBeginDate: Date? {
+        get { storage.withLock { $0.earliestBeginDate } }
+        set { storage.withLock { $0.earliestBeginDate = newValue } }
+    }
+
     /// Starts the task, or continues it after `suspend()`.
     open func resume() {
         let action = storage.withLock { storage -> ResumeAction in

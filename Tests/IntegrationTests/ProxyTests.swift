@@ -379,7 +379,10 @@ struct ProxyTests {
     @Test("a proxy that refuses every credential to CONNECT: the task fails, bounded, and the 407 is never the result")
     func tunnelRefusesEveryCredential() async throws {
         let wrong = "wrong-\(proxyMarker())"
-        let recorder = ProxyTaskRecorder { _ in (.useCredential, URLCredential(user: SquidServer.user, password: wrong, persistence: .none)) }
+        // A user squid does not know: squid merges concurrent checks of one user name, so a
+        // wrong password for the real user can ride on another test's right one.
+        let stranger = "stranger-\(proxyMarker().prefix(8))"
+        let recorder = ProxyTaskRecorder { _ in (.useCredential, URLCredential(user: stranger, password: wrong, persistence: .none)) }
         let session = makeSession(TestProxies.http(squid.authPort), recorder)
         defer { session.finishTasksAndInvalidate() }
         let loaded = await loadRecorded(session, recorder, URLRequest(url: nginx.tlsURL("good", "/files/hello.txt")))
@@ -393,9 +396,11 @@ struct ProxyTests {
     @Test("a wrong proxy password: each 407 asks again with a growing failure count, until the delegate cancels")
     func tunnelWrongPassword() async throws {
         let wrong = "wrong-\(proxyMarker())"
+        // A user squid does not know (see tunnelRefusesEveryCredential).
+        let stranger = "stranger-\(proxyMarker().prefix(8))"
         let recorder = ProxyTaskRecorder { challenge in
             guard challenge.previousFailureCount < 2 else { return (.cancelAuthenticationChallenge, nil) }
-            return (.useCredential, URLCredential(user: SquidServer.user, password: wrong, persistence: .none))
+            return (.useCredential, URLCredential(user: stranger, password: wrong, persistence: .none))
         }
         let session = makeSession(TestProxies.http(squid.authPort), recorder)
         defer { session.finishTasksAndInvalidate() }
@@ -404,7 +409,7 @@ struct ProxyTests {
         let challenges = recorder.challenges
         #expect(challenges.map(\.previousFailureCount) == [0, 1, 2])
         #expect(challenges.allSatisfy { $0.space.proxyType == NSURLProtectionSpaceHTTPSProxy && $0.failureStatus == 407 })
-        #expect(challenges.dropFirst().allSatisfy { $0.proposedUser == SquidServer.user })
+        #expect(challenges.dropFirst().allSatisfy { $0.proposedUser == stranger })
     }
 
     // MARK: - Proxy-Authorization stays with the proxy

@@ -23,6 +23,12 @@ struct SessionResetTests {
         return (URLSession(configuration: configuration, delegate: recorder, delegateQueue: nil), configuration)
     }
 
+    /// A request that never reads the cache: nginx's files are heuristically fresh, and these
+    /// tests look at connections.
+    func network(_ url: URL) -> URLRequest {
+        URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData)
+    }
+
     /// Runs `body` on the session and waits for its completion handler; returns whether the
     /// handler ran on the session's delegate queue.
     func wait(_ session: URLSession, _ body: (URLSession, @escaping @Sendable () -> Void) -> Void) async -> Bool {
@@ -54,7 +60,7 @@ struct SessionResetTests {
         credentials.set(URLCredential(user: "courier", password: "open sesame", persistence: .forSession), for: space)
         #expect(!credentials.allCredentials.isEmpty)
         // The connection is kept alive before the reset.
-        let before = await loadRecorded(session, recorder, URLRequest(url: nginx.url("/files/hello.txt")))
+        let before = await loadRecorded(session, recorder, network(nginx.url("/files/hello.txt")))
         #expect(before.transactions.last?.isReusedConnection == true)
 
         let onQueue = await wait(session) { $0.reset(completionHandler: $1) }
@@ -62,7 +68,7 @@ struct SessionResetTests {
         #expect((cookies.cookies ?? []).isEmpty)
         #expect(cache.cachedResponse(for: URLRequest(url: cacheURL)) == nil)
         #expect(credentials.allCredentials.isEmpty)
-        let after = await loadRecorded(session, recorder, URLRequest(url: nginx.url("/files/hello.txt")))
+        let after = await loadRecorded(session, recorder, network(nginx.url("/files/hello.txt")))
         #expect(after.body.map(Array.init) == NginxServer.fixtures["hello.txt"])
         #expect(after.transactions.last?.isReusedConnection == false)
     }
@@ -94,16 +100,16 @@ struct SessionResetTests {
         defer { session.finishTasksAndInvalidate() }
         let cookies = try #require(configuration.httpCookieStorage)
         _ = await loadRecorded(session, recorder, URLRequest(url: nginx.url("/cookie/set")))
-        let kept = await loadRecorded(session, recorder, URLRequest(url: nginx.url("/files/hello.txt")))
+        let kept = await loadRecorded(session, recorder, network(nginx.url("/files/hello.txt")))
         #expect(kept.transactions.last?.isReusedConnection == true)
 
         let onQueue = await wait(session) { $0.flush(completionHandler: $1) }
         #expect(onQueue)
         #expect(!(cookies.cookies ?? []).isEmpty, "flush keeps the cookies")
-        let after = await loadRecorded(session, recorder, URLRequest(url: nginx.url("/files/hello.txt")))
+        let after = await loadRecorded(session, recorder, network(nginx.url("/files/hello.txt")))
         #expect(after.body.map(Array.init) == NginxServer.fixtures["hello.txt"])
         #expect(after.transactions.last?.isReusedConnection == false)
-        let again = await loadRecorded(session, recorder, URLRequest(url: nginx.url("/files/hello.txt")))
+        let again = await loadRecorded(session, recorder, network(nginx.url("/files/hello.txt")))
         #expect(again.transactions.last?.isReusedConnection == true, "the new connection is kept in turn")
     }
 
@@ -115,7 +121,7 @@ struct SessionResetTests {
         // About a second at nginx's 1 MB/s limit: the one connection stays busy.
         async let slow = loadRecorded(session, recorder, URLRequest(url: nginx.url("/slow/1m.bin")))
         try await Task.sleep(for: .milliseconds(200))
-        async let waiting = loadRecorded(session, recorder, URLRequest(url: nginx.url("/files/hello.txt")))
+        async let waiting = loadRecorded(session, recorder, network(nginx.url("/files/hello.txt")))
         try await Task.sleep(for: .milliseconds(100))
         _ = await wait(session) { $0.flush(completionHandler: $1) }
         let (slowLoad, waitingLoad) = await (slow, waiting)
