@@ -179,7 +179,7 @@ extension TaskDriver {
     static func bodyBytes(_ source: BodySource, _ request: URLRequest) -> [UInt8]? {
         switch source {
         case .data(let data): return Array(data)
-        case .file: return nil
+        case .file, .delegateStream: return nil
         case .request:
             if let body = request.httpBody { return Array(body) }
             return request.httpBodyStream == nil ? [] : nil

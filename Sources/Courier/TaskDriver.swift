@@ -40,6 +40,9 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         case data(Data)
         /// A file given to an upload task, streamed from disk (opened anew for each exchange).
         case file(URL)
+        /// A stream the task delegate gives when the task starts
+        /// (`uploadTask(withStreamedRequest:)`); becomes `.request` with that stream.
+        case delegateStream
     }
 
     struct State {
@@ -141,12 +144,42 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             run(state.withLock { $0.machine.handle(.cancelRequested) })
             return
         }
+        if case .delegateStream = state.withLock({ $0.bodySource }) {
+            askForFirstBodyStream()
+            return
+        }
         if let date = task?.earliestBeginDate, date.timeIntervalSinceNow > 0 {
             // Delayed: nothing is sent before the date; then the delegate decides.
             DispatchQueue.global().asyncAfter(wallDeadline: .now() + date.timeIntervalSinceNow) { [self] in beginDelayed() }
             return
         }
         begin()
+    }
+
+    /// A streamed upload starts with its delegate's `needNewBodyStream`: the stream becomes
+    /// the request's body (the request's own body is ignored, as Apple does). No stream, or no
+    /// delegate to give one, fails the task.
+    private func askForFirstBodyStream() {
+        let url = originalURL
+        guard let task, let delegate = Self.taskDelegate(of: task, in: session) else {
+            fail(.courier(.requestBodyStreamExhausted, "A streamed upload needs a delegate that gives its body (urlSession(_:task:needNewBodyStream:)).", url: url), with: .cancelRequested)
+            return
+        }
+        let session = self.session
+        enqueue { [self] in
+            delegate.urlSession(session, task: task, needNewBodyStream: { [self] stream in
+                guard let stream else {
+                    fail(.courier(.requestBodyStreamExhausted, "The delegate gave no body stream for the streamed upload.", url: url), with: .cancelRequested)
+                    return
+                }
+                state.withLock { state in
+                    state.bodySource = .request
+                    state.request?.httpBody = nil
+                    state.request?.httpBodyStream = stream
+                }
+                start()
+            })
+        }
     }
 
     /// Feeds the machine its start.

@@ -6,39 +6,17 @@ import Foundation
 /// `addValue` joins values with a comma. A body is either `httpBody` or `httpBodyStream`;
 /// setting one clears the other.
 public struct URLRequest: Equatable, Hashable, @unchecked Sendable {
-    /// The cache policy of a request; `useProtocolCachePolicy` by default. The raw values are
-    /// Apple's (`NSURLRequestCachePolicy`), which are not in declaration order.
-    public enum CachePolicy: UInt, Sendable {
-        /// The rules of the protocol: RFC 9111 freshness and revalidation for HTTP.
-        case useProtocolCachePolicy = 0
-        /// Load from the origin, ignoring any cached response.
-        case reloadIgnoringLocalCacheData = 1
-        /// Load from the origin, ignoring local and intermediate caches.
-        case reloadIgnoringLocalAndRemoteCacheData = 4
-        /// A cached response whatever its age; load only when there is none.
-        case returnCacheDataElseLoad = 2
-        /// A cached response whatever its age; fail when there is none, never load.
-        case returnCacheDataDontLoad = 3
-        /// Revalidate a cached response with the origin before using it.
-        case reloadRevalidatingCacheData = 5
+    /// The cache policy of a request; `useProtocolCachePolicy` by default. It is
+    /// `NSURLRequest.CachePolicy`, as in FoundationNetworking.
+    public typealias CachePolicy = NSURLRequest.CachePolicy
 
-        /// Same as `reloadIgnoringLocalCacheData`.
-        public static var reloadIgnoringCacheData: CachePolicy { .reloadIgnoringLocalCacheData }
-    }
+    /// The network service type of a request; `.default` unless set. It is
+    /// `NSURLRequest.NetworkServiceType`, as in FoundationNetworking.
+    public typealias NetworkServiceType = NSURLRequest.NetworkServiceType
 
-    /// The network service type; accepted and carried, with no effect on Linux.
-    public enum NetworkServiceType: UInt, Sendable {
-        case `default` = 0
-        case voip = 1
-        case video = 2
-        case background = 3
-        case voice = 4
-        case networkServiceTypeCallSignaling = 5
-        case responsiveData = 6
-        case avStreaming = 8
-        case responsiveAV = 9
-        case callSignaling = 11
-    }
+    /// The class a request bridges to with `as`: `request as NSURLRequest`, and back with
+    /// `reference as URLRequest`.
+    public typealias ReferenceType = NSURLRequest
 
     /// The default `timeoutInterval`, in seconds.
     static let defaultTimeoutInterval: TimeInterval = 60
@@ -183,7 +161,27 @@ public struct URLRequest: Equatable, Hashable, @unchecked Sendable {
     }
 }
 
-extension URLRequest: CustomStringConvertible, CustomDebugStringConvertible {
+extension URLRequest: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     public var description: String { url?.description ?? "url: nil" }
     public var debugDescription: String { description }
+
+    /// The request's properties as a mirror's children, in FoundationNetworking's order and
+    /// with its labels; the cache policy appears as its raw value.
+    public var customMirror: Mirror {
+        let children: [Mirror.Child] = [
+            (label: "url", value: url as Any),
+            (label: "cachePolicy", value: cachePolicy.rawValue),
+            (label: "timeoutInterval", value: timeoutInterval),
+            (label: "mainDocumentURL", value: mainDocumentURL as Any),
+            (label: "networkServiceType", value: networkServiceType),
+            (label: "allowsCellularAccess", value: allowsCellularAccess),
+            (label: "httpMethod", value: httpMethod as Any),
+            (label: "allHTTPHeaderFields", value: allHTTPHeaderFields as Any),
+            (label: "httpBody", value: httpBody as Any),
+            (label: "httpBodyStream", value: httpBodyStream as Any),
+            (label: "httpShouldHandleCookies", value: httpShouldHandleCookies),
+            (label: "httpShouldUsePipelining", value: httpShouldUsePipelining),
+        ]
+        return Mirror(self, children: children, displayStyle: .struct)
+    }
 }

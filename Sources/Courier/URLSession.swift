@@ -170,6 +170,14 @@ open class URLSession: NSObject, @unchecked Sendable {
         makeTask(URLSessionUploadTask.self, request, delivery: .delegate, body: .file(fileURL))
     }
 
+    /// An upload whose body the task delegate gives as a stream when the task starts
+    /// (`urlSession(_:task:needNewBodyStream:)`), and again when a redirect or an
+    /// authentication challenge needs it resent. The request's own body is ignored. The body
+    /// is chunked, unless the request declares its `Content-Length`.
+    open func uploadTask(withStreamedRequest request: URLRequest) -> URLSessionUploadTask {
+        makeTask(URLSessionUploadTask.self, request, delivery: .delegate, body: .delegateStream)
+    }
+
     open func uploadTask(with request: URLRequest, from bodyData: Data?, completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void) -> URLSessionUploadTask {
         makeTask(URLSessionUploadTask.self, request, delivery: .completionHandler(completionHandler), body: .data(bodyData ?? Data()))
     }

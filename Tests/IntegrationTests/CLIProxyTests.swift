@@ -2,36 +2,6 @@ import Foundation
 import Testing
 import _CourierTestSupport
 
-/// Runs the `courier` executable built next to the test bundle with the parent's environment
-/// less every `*_proxy`/`*_PROXY` variable, plus `environment`; nil when it is not built. The
-/// test process never changes its own environment (tests run in parallel in it).
-func runCourier(_ arguments: [String], environment: [String: String]) throws -> (status: Int32, stdout: String, stderr: String)? {
-    let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    let executable = directory.appendingPathComponent("courier")
-    guard FileManager.default.isExecutableFile(atPath: executable.path) else { return nil }
-    var variables = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
-    variables.merge(environment) { _, given in given }
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    process.environment = variables
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    // Both pipes are read to the end at once, so neither can fill and block the child.
-    let errorOutput = LockedData()
-    let group = DispatchGroup()
-    DispatchQueue.global().async(group: group) { errorOutput.set(err.fileHandleForReading.readDataToEndOfFile()) }
-    let stdout = out.fileHandleForReading.readDataToEndOfFile()
-    group.wait()
-    let stderr = errorOutput.get()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
-}
-
 /// `courier -x`, `--proxy-user`, `--socks5`, `--socks5-hostname`, `--noproxy` and the proxy
 /// environment variables, as curl users know them, against squid and pproxy.
 @Suite("courier proxies")
