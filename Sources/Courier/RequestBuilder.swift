@@ -124,12 +124,8 @@ enum RequestBuilder {
             return .stream(FileBodyProducer(handle: handle), length: size)
         case .request:
             if let data = request.httpBody { return .bytes(data) }
-            if let stream = request.httpBodyStream {
-                // A length the caller declared is sent as Content-Length (a stream that ends
-                // short of it fails the task); otherwise the body is chunked.
-                let declared = request.value(forHTTPHeaderField: "Content-Length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
-                return .stream(InputStreamBodyProducer(stream: stream), length: declared.flatMap { $0 >= 0 ? $0 : nil })
-            }
+            // Content-Length is the stack's (SPEC section 3): a stream is always chunked.
+            if let stream = request.httpBodyStream { return .stream(InputStreamBodyProducer(stream: stream), length: nil) }
             return .empty
         case .delegateStream:
             throw .courier(.requestBodyStreamExhausted, "The streamed upload has no body stream yet.", url: url)

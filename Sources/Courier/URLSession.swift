@@ -172,8 +172,8 @@ open class URLSession: NSObject, @unchecked Sendable {
 
     /// An upload whose body the task delegate gives as a stream when the task starts
     /// (`urlSession(_:task:needNewBodyStream:)`), and again when a redirect or an
-    /// authentication challenge needs it resent. The request's own body is ignored. The body
-    /// is chunked, unless the request declares its `Content-Length`.
+    /// authentication challenge needs it resent. The request's own body is ignored, and the
+    /// body is sent chunked (a `Content-Length` the caller sets is the stack's to decide).
     open func uploadTask(withStreamedRequest request: URLRequest) -> URLSessionUploadTask {
         makeTask(URLSessionUploadTask.self, request, delivery: .delegate, body: .delegateStream)
     }
