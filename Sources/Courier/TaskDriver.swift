@@ -30,6 +30,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         case fileCompletionHandler(@Sendable (URL?, URLResponse?, (any Error)?) -> Void)
         /// Through an async call; data callbacks are skipped.
         case async
+        /// Through `bytes(for:)`: the response to the call, the body to its async sequence.
+        case asyncBytes
     }
 
     /// Where the request body comes from.
@@ -128,8 +130,10 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         case (false, .async):
             let memory = MemorySink(.async)
             (sink, asyncSink) = (memory, memory)
+        case (false, .asyncBytes): (sink, asyncSink) = (BytesSink(), nil)
         default: (sink, asyncSink) = (DelegateDataSink(), nil)
         }
+        (sink as? BytesSink)?.attach(self)
     }
 
     var logger: Logger { session.logger }

@@ -81,13 +81,14 @@ struct ProxiedLoad: @unchecked Sendable {
 
 /// Loads `request` with a completion handler on a session whose delegate is `recorder`; the
 /// metrics are reported before the handler runs, so they are there when this returns.
-func loadRecorded(_ session: URLSession, _ recorder: ProxyTaskRecorder, _ request: URLRequest) async -> ProxiedLoad {
+func loadRecorded(_ session: URLSession, _ recorder: ProxyTaskRecorder, _ request: URLRequest, started onStart: (@Sendable (URLSessionDataTask) -> Void)? = nil) async -> ProxiedLoad {
     var started: URLSessionDataTask?
     let (data, response, error) = await withCheckedContinuation { continuation in
         let task = session.dataTask(with: request) { data, response, error in
             continuation.resume(returning: (data, response, error))
         }
         started = task
+        onStart?(task)
         task.resume()
     }
     return ProxiedLoad(body: data, response: response as? HTTPURLResponse, error: error, transactions: recorder.transactions(of: started))

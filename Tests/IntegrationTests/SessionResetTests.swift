@@ -4,6 +4,11 @@ import Synchronization
 import Testing
 import _CourierTestSupport
 
+/// A task handed from the thread that made it to the test.
+final class TaskBox: Sendable {
+    let task = Mutex<URLSessionDataTask?>(nil)
+}
+
 /// `URLSession.flush(completionHandler:)` and `reset(completionHandler:)` against nginx: what
 /// each empties, and that later requests (and those waiting for a connection) get new
 /// connections.
@@ -118,9 +123,14 @@ struct SessionResetTests {
         let recorder = ProxyTaskRecorder()
         let (session, _) = makeSession(recorder, maximumConnections: 1)
         defer { session.finishTasksAndInvalidate() }
-        // About a second at nginx's 1 MB/s limit: the one connection stays busy.
-        async let slow = loadRecorded(session, recorder, URLRequest(url: nginx.url("/slow/1m.bin")))
-        try await Task.sleep(for: .milliseconds(200))
+        // About a second at nginx's 1 MB/s limit: the one connection stays busy. The flush
+        // comes once its body flows, so the slow request holds the connection by then.
+        let slowTask = TaskBox()
+        async let slow = loadRecorded(session, recorder, network(nginx.url("/slow/1m.bin")), started: { task in slowTask.task.withLock { $0 = task } })
+        let deadline = Date().addingTimeInterval(20)
+        while (slowTask.task.withLock { $0 }?.countOfBytesReceived ?? 0) == 0 && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
         async let waiting = loadRecorded(session, recorder, network(nginx.url("/files/hello.txt")))
         try await Task.sleep(for: .milliseconds(100))
         _ = await wait(session) { $0.flush(completionHandler: $1) }
