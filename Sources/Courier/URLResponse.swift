@@ -2,7 +2,9 @@ import CourierCore
 import Foundation
 
 /// The metadata of a response, independent of protocol: Apple's `URLResponse`.
-open class URLResponse: NSObject, NSCopying, @unchecked Sendable {
+///
+/// Archiving (`NSSecureCoding`) keeps every property, under FoundationNetworking's keys.
+open class URLResponse: NSObject, NSSecureCoding, NSCopying, @unchecked Sendable {
     open private(set) var url: URL?
     /// The MIME type from Content-Type, lower-cased, without parameters.
     open fileprivate(set) var mimeType: String?
@@ -17,6 +19,35 @@ open class URLResponse: NSObject, NSCopying, @unchecked Sendable {
         self.expectedContentLength = Int64(length)
         self.textEncodingName = name
         super.init()
+    }
+
+    /// Decodes a response from a keyed archive. Nil when `aDecoder` is not keyed or the archive
+    /// has no `NSURL` under the URL key; an absent MIME type or encoding name stays nil, an absent
+    /// length is -1.
+    public required init?(coder aDecoder: NSCoder) {
+        guard aDecoder.allowsKeyedCoding, aDecoder.containsValue(forKey: ArchiveKey.url),
+              let archivedURL = aDecoder.decodeObject(of: NSURL.self, forKey: ArchiveKey.url) else { return nil }
+        self.url = archivedURL as URL
+        self.mimeType = URLResponse.decodedString(ArchiveKey.mimeType, in: aDecoder)
+        self.expectedContentLength = aDecoder.containsValue(forKey: ArchiveKey.expectedContentLength)
+            ? aDecoder.decodeInt64(forKey: ArchiveKey.expectedContentLength) : -1
+        self.textEncodingName = URLResponse.decodedString(ArchiveKey.textEncodingName, in: aDecoder)
+        super.init()
+    }
+
+    /// True: decoding checks the class of every object it reads.
+    open class var supportsSecureCoding: Bool { true }
+
+    /// Writes the URL, MIME type, expected length and encoding name into a keyed archive (an
+    /// unkeyed coder gets nothing), plus the suggested file name, which FoundationNetworking
+    /// reads back; Courier works it out again from the other properties instead.
+    open func encode(with coder: NSCoder) {
+        guard coder.allowsKeyedCoding else { return }
+        if let url { coder.encode(url as NSURL, forKey: ArchiveKey.url) }
+        if let mimeType { coder.encode(NSString(string: mimeType), forKey: ArchiveKey.mimeType) }
+        coder.encode(expectedContentLength, forKey: ArchiveKey.expectedContentLength)
+        if let textEncodingName { coder.encode(NSString(string: textEncodingName), forKey: ArchiveKey.textEncodingName) }
+        if let suggestedFilename { coder.encode(NSString(string: suggestedFilename), forKey: ArchiveKey.suggestedFilename) }
     }
 
     /// A name for saving the body: Content-Disposition's filename, else the URL's last path
@@ -48,6 +79,10 @@ open class URLResponse: NSObject, NSCopying, @unchecked Sendable {
 }
 
 /// The response to an HTTP request: Apple's `HTTPURLResponse`.
+///
+/// Archiving keeps, besides FoundationNetworking's status code and joined header dictionary,
+/// the protocol version and every field as received (order, case and repeats), under
+/// Courier's own keys.
 open class HTTPURLResponse: URLResponse, @unchecked Sendable {
     /// The status code.
     public let statusCode: Int
@@ -93,6 +128,42 @@ open class HTTPURLResponse: URLResponse, @unchecked Sendable {
             url: url, mimeType: contentType.mimeType,
             expectedContentLength: Self.contentLength(fields), textEncodingName: contentType.charset
         )
+    }
+
+    /// Decodes an HTTP response from a keyed archive. Nil when `aDecoder` is not keyed, the
+    /// archive has no URL, or its status code is missing or outside 0...999. The fields come from
+    /// Courier's ordered list when the archive has one, else from the header dictionary (an
+    /// archive FoundationNetworking wrote); an absent version reads as "HTTP/1.1".
+    public required init?(coder aDecoder: NSCoder) {
+        guard aDecoder.allowsKeyedCoding, aDecoder.containsValue(forKey: URLResponse.ArchiveKey.statusCode) else { return nil }
+        let status = aDecoder.decodeInteger(forKey: URLResponse.ArchiveKey.statusCode)
+        guard (0...999).contains(status) else { return nil }
+        self.statusCode = status
+        self.httpVersion = URLResponse.decodedString(URLResponse.ArchiveKey.httpVersion, in: aDecoder) ?? "HTTP/1.1"
+        self.fields = URLResponse.decodedFieldList(from: aDecoder)
+            ?? URLResponse.decodedFieldDictionary(from: aDecoder) ?? HTTPFields()
+        super.init(coder: aDecoder)
+    }
+
+    /// Writes what ``URLResponse`` writes, then the status code, the header dictionary as
+    /// ``allHeaderFields`` shows it, the protocol version and the ordered list of fields (each
+    /// an array of name and value).
+    open override func encode(with coder: NSCoder) {
+        guard coder.allowsKeyedCoding else { return }
+        super.encode(with: coder)
+        coder.encode(statusCode, forKey: URLResponse.ArchiveKey.statusCode)
+        var dictionary: [String: String] = [:]
+        for (key, value) in allHeaderFields {
+            if let name = key as? String, let text = value as? String { dictionary[name] = text }
+        }
+        coder.encode(NSDictionary(dictionary: dictionary), forKey: URLResponse.ArchiveKey.allHeaderFields)
+        coder.encode(NSString(string: httpVersion), forKey: URLResponse.ArchiveKey.httpVersion)
+        var pairs: [NSArray] = []
+        pairs.reserveCapacity(fields.count)
+        for index in 0..<fields.count {
+            pairs.append(NSArray(array: [NSString(string: fields.name(at: index)), NSString(string: fields.value(at: index))]))
+        }
+        coder.encode(NSArray(array: pairs), forKey: URLResponse.ArchiveKey.fields)
     }
 
     /// Every header field; fields repeated in the response are joined with ", ".
@@ -253,4 +324,78 @@ open class HTTPURLResponse: URLResponse, @unchecked Sendable {
         500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway", 503: "Service Unavailable",
         504: "Gateway Timeout", 505: "HTTP Version Not Supported", 511: "Network Authentication Required",
     ]
+}
+
+// MARK: - Archiving
+
+// Objects go under FoundationNetworking's "NS." keys, so an archive written by one decodes with
+// the other once the class name is mapped; what FoundationNetworking does not keep goes under
+// "Courier." keys. As in `NSURLRequest+Coding.swift`, every optional key is checked with
+// `containsValue(forKey:)` before it is read: a secure `NSKeyedUnarchiver` reports a missing key
+// as a decoding error, which fails the whole archive.
+extension URLResponse {
+    /// Archive keys, for ``URLResponse`` and ``HTTPURLResponse``.
+    enum ArchiveKey {
+        static let url = "NS.url"
+        static let mimeType = "NS.mimeType"
+        static let expectedContentLength = "NS.expectedContentLength"
+        static let textEncodingName = "NS.textEncodingName"
+        /// Written for FoundationNetworking; Courier does not read it.
+        static let suggestedFilename = "NS.suggestedFilename"
+        static let statusCode = "NS.statusCode"
+        /// The fields as a dictionary, repeated names joined with ", ".
+        static let allHeaderFields = "NS.allHeaderFields"
+        /// The protocol version, "HTTP/1.1" or "HTTP/2".
+        static let httpVersion = "Courier.httpVersion"
+        /// Every field in order, each a two-element array of name and value.
+        static let fields = "Courier.fields"
+    }
+
+    /// The string under `key`; nil when the key is absent or holds something else.
+    static func decodedString(_ key: String, in coder: NSCoder) -> String? {
+        guard coder.containsValue(forKey: key), let string = coder.decodeObject(of: NSString.self, forKey: key) else { return nil }
+        return string as String
+    }
+
+    /// The ordered fields under ``ArchiveKey/fields``; nil when the key is absent or anything in
+    /// it is not a pair of strings.
+    static func decodedFieldList(from coder: NSCoder) -> HTTPFields? {
+        guard coder.containsValue(forKey: ArchiveKey.fields),
+              let list = coder.decodeObject(of: [NSArray.self, NSString.self], forKey: ArchiveKey.fields) as? NSArray
+        else { return nil }
+        var fields = HTTPFields()
+        for entry in list {
+            guard let items = archivedArray(entry), items.count == 2,
+                  let name = archivedString(items[0]), let value = archivedString(items[1]) else { return nil }
+            fields.append(name: name, value: value)
+        }
+        return fields
+    }
+
+    /// The fields under ``ArchiveKey/allHeaderFields``, ordered by name as the public
+    /// initializer orders them; nil when the key is absent or holds no dictionary.
+    static func decodedFieldDictionary(from coder: NSCoder) -> HTTPFields? {
+        guard coder.containsValue(forKey: ArchiveKey.allHeaderFields),
+              let dictionary = coder.decodeObject(of: [NSDictionary.self, NSString.self], forKey: ArchiveKey.allHeaderFields) as? NSDictionary
+        else { return nil }
+        var pairs: [(String, String)] = []
+        for (key, object) in dictionary {
+            guard let name = archivedString(key), let value = archivedString(object) else { continue }
+            pairs.append((name, value))
+        }
+        return HTTPFields(pairs.sorted { $0.0 < $1.0 })
+    }
+
+    /// A decoded string, whether the collection holding it hands it over as `String` or `NSString`.
+    private static func archivedString(_ object: Any) -> String? {
+        if let string = object as? String { return string }
+        if let string = object as? NSString { return string as String }
+        return nil
+    }
+
+    /// The elements of a decoded array, whether it comes as `NSArray` or bridged to `[Any]`.
+    private static func archivedArray(_ object: Any) -> [Any]? {
+        if let array = object as? NSArray { return array.map { $0 } }
+        return object as? [Any]
+    }
 }
