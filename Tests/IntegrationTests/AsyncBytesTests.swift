@@ -32,15 +32,17 @@ struct AsyncBytesTests {
     func incremental() async throws {
         let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
-        // nginx sends /slow/ at 1 MB/s: a second for the whole body.
-        let (bytes, _) = try await session.bytes(from: nginx.url("/slow/1m.bin"))
+        // nginx sends /slow/ at 1 MB/s: eight seconds for this body, far longer than any
+        // scheduling delay of a loaded machine.
+        let (bytes, _) = try await session.bytes(from: nginx.url("/slow/8m.bin"))
+        let fixture = try #require(NginxServer.fixtures["8m.bin"])
         var iterator = bytes.makeAsyncIterator()
-        let first = try await iterator.next()
-        #expect(first == NginxServer.fixtures["1m.bin"]?.first)
-        #expect(bytes.task.countOfBytesReceived < 1024 * 1024)
-        var count = 1
-        while try await iterator.next() != nil { count += 1 }
-        #expect(count == 1024 * 1024)
+        var received: [UInt8] = []
+        while received.count < 64 * 1024, let byte = try await iterator.next() { received.append(byte) }
+        #expect(received == Array(fixture.prefix(64 * 1024)))
+        #expect(bytes.task.countOfBytesReceived < Int64(fixture.count))
+        #expect(bytes.task.state == .running)
+        bytes.task.cancel()
     }
 
     @Test("a consumer that stops reading stops the transfer: what is read ahead stays bounded")
@@ -65,7 +67,7 @@ struct AsyncBytesTests {
     func swiftCancellation() async throws {
         let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
-        let (bytes, _) = try await session.bytes(from: nginx.url("/slow/1m.bin"))
+        let (bytes, _) = try await session.bytes(from: nginx.url("/slow/8m.bin"))
         let reader = Task {
             var count = 0
             for try await _ in bytes { count += 1 }
@@ -84,7 +86,7 @@ struct AsyncBytesTests {
     func droppedIterator() async throws {
         let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
-        let (bytes, _) = try await session.bytes(from: nginx.url("/slow/1m.bin"))
+        let (bytes, _) = try await session.bytes(from: nginx.url("/slow/8m.bin"))
         do {
             var iterator = bytes.makeAsyncIterator()
             _ = try await iterator.next()

@@ -123,10 +123,11 @@ struct SessionResetTests {
         let recorder = ProxyTaskRecorder()
         let (session, _) = makeSession(recorder, maximumConnections: 1)
         defer { session.finishTasksAndInvalidate() }
-        // About a second at nginx's 1 MB/s limit: the one connection stays busy. The flush
-        // comes once its body flows, so the slow request holds the connection by then.
+        // Eight seconds at nginx's 1 MB/s limit: the one connection stays busy, whatever the
+        // machine's load. The flush comes once its body flows, so the slow request holds the
+        // connection by then.
         let slowTask = TaskBox()
-        async let slow = loadRecorded(session, recorder, network(nginx.url("/slow/1m.bin")), started: { task in slowTask.task.withLock { $0 = task } })
+        async let slow = loadRecorded(session, recorder, network(nginx.url("/slow/8m.bin")), started: { task in slowTask.task.withLock { $0 = task } })
         let deadline = Date().addingTimeInterval(20)
         while (slowTask.task.withLock { $0 }?.countOfBytesReceived ?? 0) == 0 && Date() < deadline {
             try await Task.sleep(for: .milliseconds(20))
@@ -136,7 +137,7 @@ struct SessionResetTests {
         _ = await wait(session) { $0.flush(completionHandler: $1) }
         let (slowLoad, waitingLoad) = await (slow, waiting)
         #expect(slowLoad.error == nil, "\(String(describing: slowLoad.error))")
-        #expect(slowLoad.body.map(Array.init) == NginxServer.fixtures["1m.bin"])
+        #expect(slowLoad.body.map(Array.init) == NginxServer.fixtures["8m.bin"])
         #expect(waitingLoad.error == nil, "\(String(describing: waitingLoad.error))")
         #expect(waitingLoad.body.map(Array.init) == NginxServer.fixtures["hello.txt"])
         let slowPort = slowLoad.transactions.last?.localPort
