@@ -74,6 +74,8 @@ struct CourierCommand: AsyncParsableCommand {
 
     @OptionGroup var proxyOptions: ProxyOptions
 
+    @OptionGroup var outputOptions: OutputOptions
+
     /// The cookie storage of -b FILE and -c (nil without them); -b NAME=VALUE sets the
     /// request's Cookie field instead.
     func cookieEngine(for request: inout URLRequest) throws -> HTTPCookieStorage? {
@@ -119,9 +121,10 @@ struct CourierCommand: AsyncParsableCommand {
             try await Demo.run()
             return
         }
-        guard let parsed = URL(string: url), parsed.scheme != nil else {
+        guard var parsed = URL(string: url), parsed.scheme != nil else {
             throw ValidationError("not a URL: \(url)")
         }
+        parsed = outputOptions.uploadURL(parsed)
         var request = URLRequest(url: parsed)
         for header in headers {
             guard let colon = header.firstIndex(of: ":") else {
@@ -143,6 +146,12 @@ struct CourierCommand: AsyncParsableCommand {
             }
             request.httpMethod = "POST"
         }
+        if let upload = outputOptions.uploadFile {
+            if data != nil { throw ValidationError("-T and -d exclude each other") }
+            uploadFile = URL(fileURLWithPath: upload)
+            guard FileManager.default.isReadableFile(atPath: upload) else { throw ValidationError("cannot read \(upload)") }
+            request.httpMethod = "PUT"
+        }
         if let method { request.httpMethod = method }
         if let maxTime { request.timeoutInterval = maxTime }
         var authentication = try authentication()
@@ -154,13 +163,11 @@ struct CourierCommand: AsyncParsableCommand {
         }
 
         let sink: OutputSink
-        if let output {
-            guard FileManager.default.createFile(atPath: output, contents: nil), let handle = FileHandle(forWritingAtPath: output) else {
-                throw ValidationError("cannot write \(output)")
-            }
-            sink = OutputSink(handle: handle)
-        } else {
-            sink = OutputSink(handle: .standardOutput)
+        do {
+            sink = OutputSink(try outputOptions.destination(output: output, url: parsed, request: &request))
+        } catch let failure as CLIFailure {
+            FileHandle.standardError.write(Data("courier: \(failure.message)\n".utf8))
+            throw ExitCode(failure.code)
         }
         var trust = TrustPolicy.system
         if insecure {
@@ -195,6 +202,10 @@ struct CourierCommand: AsyncParsableCommand {
                 FileHandle.standardError.write(Data("courier: \(error)\n".utf8))
                 throw ExitCode(23)
             }
+        }
+        if let failure = outcome.outputFailure {
+            FileHandle.standardError.write(Data("courier: \(failure.message)\n".utf8))
+            throw ExitCode(failure.code)
         }
         if let trustFailure = outcome.trustFailure {
             FileHandle.standardError.write(Data("courier: the server certificate is not trusted by \(caCertificates ?? "the given CA file"): \(trustFailure)\n".utf8))

@@ -2,23 +2,6 @@ import Courier
 import Foundation
 import Synchronization
 
-/// Where the body goes, written as it arrives.
-final class OutputSink: @unchecked Sendable {
-    private let handle: FileHandle
-
-    init(handle: FileHandle) {
-        self.handle = handle
-    }
-
-    func write(_ data: Data) {
-        handle.write(data)
-    }
-
-    func close() {
-        if handle !== FileHandle.standardOutput { try? handle.close() }
-    }
-}
-
 /// Streams one task's body to a sink and prints heads as asked; the delegate of the CLI's session.
 final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     struct Outcome {
@@ -26,6 +9,8 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         var error: (any Error)?
         /// Why --cacert evaluation refused the server, for the error message.
         var trustFailure: String?
+        /// Why the body could not go where -o, -O, -J or -C said: the message and curl's exit code.
+        var outputFailure: (message: String, code: Int32)?
     }
 
     private let sink: OutputSink
@@ -173,6 +158,11 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         let version = (response as? HTTPURLResponse)?.httpVersion ?? "HTTP/1.1"
         if verbose, let request = dataTask.requestAsSent {
             FileHandle.standardError.write(Data(Self.describe(request, version: version).map { "> \($0)\n" }.joined().appending(">\n").utf8))
+        }
+        if let failure = sink.prepare(for: response) {
+            state.withLock { $0.outcome.outputFailure = failure }
+            completionHandler(.cancel)
+            return
         }
         if let http = response as? HTTPURLResponse {
             state.withLock { $0.outcome.status = http.statusCode }

@@ -5,13 +5,14 @@ import _CourierTestSupport
 /// Runs the `courier` executable built next to the test bundle; nil when it is not there.
 /// With `environment`, the child gets the parent's environment less every `*_proxy`/`*_PROXY`
 /// variable, plus these (the test process never changes its own: tests run in parallel in it).
-func runCourier(_ arguments: [String], environment: [String: String]? = nil) throws -> (status: Int32, stdout: String, stderr: String)? {
+func runCourier(_ arguments: [String], environment: [String: String]? = nil, directory workingDirectory: URL? = nil) throws -> (status: Int32, stdout: String, stderr: String)? {
     let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
     let executable = directory.appendingPathComponent("courier")
     guard FileManager.default.isExecutableFile(atPath: executable.path) else { return nil }
     let process = Process()
     process.executableURL = executable
     process.arguments = arguments
+    if let workingDirectory { process.currentDirectoryURL = workingDirectory }
     if let environment {
         var variables = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
         variables.merge(environment) { _, given in given }

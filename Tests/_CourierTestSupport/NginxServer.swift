@@ -196,6 +196,10 @@ public final class NginxServer: Sendable {
             location = /cookie/expire { add_header Set-Cookie "nginx=gone; Max-Age=0; Path=/"; return 204; }
             return 404;
         }
+        location /disposition/ {
+            alias \(www.path)/files/;
+            add_header Content-Disposition 'attachment; filename="../named by server.txt"';
+        }
         location = /origin-407 {
             add_header Proxy-Authenticate 'Basic realm="origin"' always;
             return 407;

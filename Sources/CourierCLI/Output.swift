@@ -1,0 +1,203 @@
+import ArgumentParser
+import Courier
+import Foundation
+import Synchronization
+
+/// Where the body goes, written as it arrives: standard output, a file opened before the
+/// request (`-o`), or a file chosen when the response arrives (`-O`, `-J`, `-C -`). Anything
+/// written before the destination is open (a redirect's head with `-i`) waits for it.
+final class OutputSink: @unchecked Sendable {
+    /// Where the body is to go.
+    enum Destination {
+        case handle(FileHandle)
+        /// `-O`: the URL's last path segment, in the current directory; with `-J`, the
+        /// response's Content-Disposition file name when it has one.
+        case remoteName(fromURL: String, useHeaderName: Bool)
+        /// `-C -`: append to `path` from `offset`, which only a 206 whose range starts there
+        /// allows.
+        case resume(path: String, offset: Int64)
+    }
+
+    private struct State {
+        var destination: Destination
+        var handle: FileHandle?
+        var early = Data()
+        var written: String?
+    }
+
+    private let state: Mutex<State>
+
+    init(_ destination: Destination) {
+        var initial = State(destination: destination)
+        if case .handle(let handle) = destination { initial.handle = handle }
+        state = Mutex(initial)
+    }
+
+    convenience init(handle: FileHandle) {
+        self.init(.handle(handle))
+    }
+
+    /// The file the body went to, when it was chosen at the response (`-O`, `-J`).
+    var writtenFile: String? { state.withLock { $0.written } }
+
+    /// Opens the destination for `response`; nil, or why it cannot be (with curl's exit code).
+    func prepare(for response: URLResponse) -> (message: String, code: Int32)? {
+        state.withLock { state -> (message: String, code: Int32)? in
+            guard state.handle == nil else { return nil }
+            let handle: FileHandle
+            switch state.destination {
+            case .handle(let given):
+                handle = given
+            case .remoteName(let fromURL, let useHeaderName):
+                var name = fromURL
+                if useHeaderName, let http = response as? HTTPURLResponse,
+                   let disposition = http.value(forHTTPHeaderField: "Content-Disposition"),
+                   let headerName = Self.fileName(fromContentDisposition: disposition) {
+                    name = headerName
+                    // As curl's -J: a name from the server never replaces a file.
+                    if FileManager.default.fileExists(atPath: name) {
+                        return ("refusing to overwrite \(name), named by the server's Content-Disposition", 23)
+                    }
+                }
+                guard FileManager.default.createFile(atPath: name, contents: nil), let opened = FileHandle(forWritingAtPath: name) else {
+                    return ("cannot write \(name)", 23)
+                }
+                handle = opened
+                state.written = name
+            case .resume(let path, let offset):
+                let status = (response as? HTTPURLResponse)?.statusCode ?? 200
+                guard status == 206 else {
+                    if status == 416 {
+                        return ("the server cannot send \(path) from byte \(offset) (416): is the file complete already?", 33)
+                    }
+                    return ("the server does not seem to support byte ranges (it answered \(status)): cannot resume \(path)", 33)
+                }
+                let contentRange = (response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Content-Range") ?? ""
+                guard Self.rangeStart(ofContentRange: contentRange) == offset else {
+                    return ("the server sent \(contentRange.isEmpty ? "no Content-Range" : "Content-Range \(contentRange)") for a resume from byte \(offset)", 33)
+                }
+                guard let opened = FileHandle(forWritingAtPath: path) else { return ("cannot write \(path)", 23) }
+                do {
+                    try opened.truncate(atOffset: UInt64(offset))
+                    try opened.seekToEnd()
+                } catch {
+                    return ("cannot append to \(path): \(error)", 23)
+                }
+                handle = opened
+            }
+            state.handle = handle
+            if !state.early.isEmpty {
+                handle.write(state.early)
+                state.early = Data()
+            }
+            return nil
+        }
+    }
+
+    func write(_ data: Data) {
+        state.withLock { state in
+            if let handle = state.handle { handle.write(data) } else { state.early.append(data) }
+        }
+    }
+
+    func close() {
+        state.withLock { state in
+            if let handle = state.handle, handle !== FileHandle.standardOutput { try? handle.close() }
+        }
+    }
+
+    /// The file name of a Content-Disposition value (`filename=`, quoted or not), reduced to
+    /// its last path component; nil when there is none or it is unusable (empty, `.`, `..`).
+    static func fileName(fromContentDisposition value: String) -> String? {
+        for parameter in value.split(separator: ";").dropFirst() {
+            let parts = parameter.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces).lowercased() == "filename" else { continue }
+            var name = parts[1].trimmingCharacters(in: .whitespaces)
+            if name.hasPrefix("\""), name.hasSuffix("\""), name.count >= 2 { name = String(name.dropFirst().dropLast()) }
+            // Only the last component: a server never picks the directory.
+            name = String(name.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last ?? "")
+            guard !name.isEmpty, name != ".", name != "..", !name.contains("\0") else { return nil }
+            return name
+        }
+        return nil
+    }
+
+    /// The first byte of a `Content-Range: bytes FIRST-LAST/LENGTH` value.
+    static func rangeStart(ofContentRange value: String) -> Int64? {
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }
+        let spec = trimmed.dropFirst(6)
+        guard let dash = spec.firstIndex(of: "-") else { return nil }
+        return Int64(spec[..<dash].trimmingCharacters(in: .whitespaces))
+    }
+}
+
+/// curl's options for where the body goes and which part of it: `-O`, `-J`, `-C`, `-r`, and
+/// the upload of `-T`.
+struct OutputOptions: ParsableArguments {
+    @Flag(name: [.customShort("O"), .customLong("remote-name")], help: "Write the body to a file named like the URL's last path segment, in the current directory.")
+    var remoteName = false
+
+    @Flag(name: [.customShort("J"), .customLong("remote-header-name")], help: "With -O: name the file as the server's Content-Disposition says (never overwriting a file).")
+    var remoteHeaderName = false
+
+    @Option(name: [.customShort("C"), .customLong("continue-at")], help: "Resume a transfer: - (from the size of the -o or -O file); only a 206 from that byte is appended.")
+    var continueAt: String?
+
+    @Option(name: [.customShort("r"), .customLong("range")], help: "Ask for these bytes only, e.g. 0-499, 500-, -500.")
+    var range: String?
+
+    @Option(name: [.customShort("T"), .customLong("upload-file")], help: "PUT this file (streamed from disk) to the URL; a URL ending in / gets the file's name.")
+    var uploadFile: String?
+
+    /// The destination for the body, given `-o`; sets the request's Range for `-r` and `-C`.
+    func destination(output: String?, url: URL, request: inout URLRequest) throws -> OutputSink.Destination {
+        if remoteHeaderName && !remoteName { throw ValidationError("-J needs -O") }
+        if remoteName && output != nil { throw ValidationError("-O and -o exclude each other") }
+        if let range {
+            guard range.range(of: #"^[0-9]*-[0-9]*(,[0-9]*-[0-9]*)*$"#, options: .regularExpression) != nil, range != "-" else {
+                throw ValidationError("-r \(range): give a byte range such as 0-499, 500- or -500")
+            }
+            request.setValue("bytes=\(range)", forHTTPHeaderField: "Range")
+        }
+        var remoteFile: String?
+        if remoteName {
+            let last = url.lastPathComponent
+            guard !last.isEmpty, last != "/" else {
+                throw CLIFailure(message: "the URL has no file name for -O: \(url.absoluteString)", code: 23)
+            }
+            remoteFile = last
+        }
+        if let continueAt {
+            guard continueAt == "-" else { throw ValidationError("-C takes - (resume from the output file's size)") }
+            guard let path = output ?? remoteFile else { throw ValidationError("-C - needs -o FILE or -O") }
+            let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value ?? 0
+            if size > 0 {
+                if range != nil { throw ValidationError("-C and -r exclude each other") }
+                request.setValue("bytes=\(size)-", forHTTPHeaderField: "Range")
+                return .resume(path: path, offset: size)
+            }
+        }
+        if let remoteFile { return .remoteName(fromURL: remoteFile, useHeaderName: remoteHeaderName) }
+        if let output {
+            guard FileManager.default.createFile(atPath: output, contents: nil), let handle = FileHandle(forWritingAtPath: output) else {
+                throw ValidationError("cannot write \(output)")
+            }
+            return .handle(handle)
+        }
+        return .handle(.standardOutput)
+    }
+
+    /// The URL of a `-T` upload: a URL ending in `/` gets the file's name, as with curl.
+    func uploadURL(_ url: URL) -> URL {
+        guard let uploadFile, url.path(percentEncoded: true).hasSuffix("/") else { return url }
+        return url.appendingPathComponent(URL(fileURLWithPath: uploadFile).lastPathComponent)
+    }
+}
+
+/// A failure with curl's exit code for it.
+struct CLIFailure: Error, CustomStringConvertible {
+    var message: String
+    var code: Int32
+    var description: String { message }
+}

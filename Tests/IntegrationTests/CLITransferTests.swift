@@ -1,0 +1,108 @@
+import Foundation
+import Testing
+import _CourierTestSupport
+
+/// `courier -T`, `-O`, `-J`, `-r` and `-C -`, as curl users know them, against nginx.
+@Suite("courier transfers")
+struct CLITransferTests {
+    let nginx: NginxServer
+
+    init() throws {
+        nginx = try NginxServer.shared()
+    }
+
+    /// Runs courier in `directory`; fails the test when the executable is missing.
+    func courier(_ arguments: [String], in directory: URL? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
+        try #require(try runCourier(arguments, directory: directory))
+    }
+
+    func scratch() -> URL {
+        TestRun.makeDirectory("cli-transfer")
+    }
+
+    @Test("-T PUTs the file; a URL ending in / gets the file's name")
+    func uploadFile() throws {
+        let directory = scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let bytes = deterministicBytes(count: 300_000, seed: 51)
+        let name = "upload-\(UUID().uuidString.prefix(8)).bin"
+        let file = directory.appendingPathComponent(name)
+        try Data(bytes).write(to: file)
+        let put = try courier(["-f", "-T", file.path, nginx.url("/dav/cli/").absoluteString])
+        #expect(put.status == 0, "\(put.stderr)")
+        let back = directory.appendingPathComponent("back.bin")
+        let get = try courier(["-f", "-o", back.path, nginx.url("/dav/cli/\(name)").absoluteString])
+        #expect(get.status == 0, "\(get.stderr)")
+        #expect(try Data(contentsOf: back) == Data(bytes))
+    }
+
+    @Test("-O names the file after the URL, in the current directory")
+    func remoteName() throws {
+        let directory = scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let run = try courier(["-O", nginx.url("/files/64k.bin").absoluteString], in: directory)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.isEmpty)
+        #expect(try Array(Data(contentsOf: directory.appendingPathComponent("64k.bin"))) == NginxServer.fixtures["64k.bin"])
+    }
+
+    @Test("-O -J takes the Content-Disposition name, its last component only, and never overwrites")
+    func remoteHeaderName() throws {
+        let directory = scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = nginx.url("/disposition/hello.txt").absoluteString
+        let run = try courier(["-O", "-J", url], in: directory)
+        #expect(run.status == 0, "\(run.stderr)")
+        let named = directory.appendingPathComponent("named by server.txt")
+        #expect(try Array(Data(contentsOf: named)) == NginxServer.fixtures["hello.txt"])
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("hello.txt").path))
+        #expect(!FileManager.default.fileExists(atPath: directory.deletingLastPathComponent().appendingPathComponent("named by server.txt").path))
+
+        try Data("mine".utf8).write(to: named)
+        let again = try courier(["-O", "-J", url], in: directory)
+        #expect(again.status == 23, "\(again.stderr)")
+        #expect(again.stderr.contains("refusing to overwrite"))
+        #expect(try Data(contentsOf: named) == Data("mine".utf8))
+    }
+
+    @Test("-O with a URL that names no file fails with curl's 23")
+    func remoteNameWithoutName() throws {
+        let run = try courier(["-O", nginx.url("/").absoluteString], in: scratch())
+        #expect(run.status == 23, "\(run.stderr)")
+    }
+
+    @Test("-r asks for a byte range: a 206 with those bytes")
+    func range() throws {
+        let run = try courier(["-i", "-r", "6-9", nginx.url("/files/hello.txt").absoluteString])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.hasPrefix("HTTP/1.1 206"))
+        #expect(run.stdout.hasSuffix("\r\n\r\nfrom"))
+    }
+
+    @Test("-C - appends what is missing to a partial file; the file ends whole")
+    func resume() throws {
+        let directory = scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fixture = try #require(NginxServer.fixtures["1m.bin"])
+        let file = directory.appendingPathComponent("partial.bin")
+        // A partial file: the first 400,000 bytes.
+        try Data(fixture.prefix(400_000)).write(to: file)
+        let run = try courier(["-f", "-C", "-", "-o", file.path, nginx.url("/files/1m.bin").absoluteString])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try Array(Data(contentsOf: file)) == fixture)
+    }
+
+    @Test("-C - against a body without byte ranges: curl's 33, and the partial file is left as it was")
+    func resumeWithoutRanges() throws {
+        let directory = scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("partial.bin")
+        let partial = Data("Hello".utf8)
+        try partial.write(to: file)
+        // nginx answers SSI-processed bodies (/chunked/) whole, ignoring Range.
+        let run = try courier(["-C", "-", "-o", file.path, nginx.url("/chunked/hello.txt").absoluteString])
+        #expect(run.status == 33, "\(run.stderr)")
+        #expect(run.stderr.contains("byte ranges"))
+        #expect(try Data(contentsOf: file) == partial)
+    }
+}
