@@ -362,9 +362,13 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         case .bytes(let data): expectedToSend = Int64(data.count)
         case .stream(_, let length): expectedToSend = length ?? -1
         }
-        task?.storage.withLock {
-            $0.countOfBytesExpectedToSend = expectedToSend
-            $0.countOfBytesSent = 0
+        let priority = task?.storage.withLock { storage -> Float in
+            storage.countOfBytesExpectedToSend = expectedToSend
+            storage.countOfBytesSent = 0
+            return storage.priority
+        }
+        if let priority, let urgency = Self.urgency(forPriority: priority), !transportRequest.head.fields.contains("Priority") {
+            transportRequest.head.fields.append(name: "Priority", value: "u=\(urgency)")
         }
         // The exchange is known before it starts, so no callback can find it missing.
         let exchange = session.loader.makeExchange(transportRequest, delegate: self)
@@ -395,6 +399,13 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             ])
         }
         session.loader.start(exchange)
+    }
+
+    /// The RFC 9218 urgency (0 most urgent, 7 least) of a task's `priority` (0 to 1); nil for
+    /// the default priority, whose urgency 3 is the protocol's default and goes unsaid.
+    static func urgency(forPriority priority: Float) -> Int? {
+        let urgency = min(max(Int(((1 - priority) * 7).rounded(.down)), 0), 7)
+        return urgency == 3 ? nil : urgency
     }
 
     /// Sends the same request again after `delay` seconds (a 503 or 429 with Retry-After).

@@ -100,7 +100,10 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
         set { storage.withLock { $0.taskDescription = newValue } }
     }
 
-    /// Relative priority from 0 to 1; accepted and carried.
+    /// Relative priority from 0 (lowest) to 1 (highest), told to the server as an RFC 9218
+    /// `Priority: u=N` field (urgency 7 to 0) on every request the task sends, unless the
+    /// default (0.5, urgency 3) or a `Priority` field the caller set says it already. Servers
+    /// that schedule by it (HTTP/2 and HTTP/1.1 alike) serve urgent responses first.
     open var priority: Float {
         get { storage.withLock { $0.priority } }
         set { storage.withLock { $0.priority = min(max(newValue, 0), 1) } }
