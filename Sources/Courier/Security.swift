@@ -111,7 +111,7 @@ public final class SecTrust: @unchecked Sendable, CustomStringConvertible {
         return nil
     }
 
-    static var systemRoots: TrustStore { SystemTrustStore.shared }
+    static var systemRoots: TrustStore? { SystemTrustStore.shared }
 
     public var description: String { "<SecTrust \(host ?? "?"), \(chain.count) certificates>" }
 }

@@ -289,14 +289,19 @@ public final class EventLoopGroup: Sendable {
         self.loops = loops
     }
 
-    /// The process-wide group every session uses unless told otherwise.
-    public static let shared: EventLoopGroup = {
-        do {
-            return try EventLoopGroup()
-        } catch {
-            fatalError("Courier cannot start its event loops: \(error)")
+    /// The process-wide group every session uses unless told otherwise, started on first use.
+    /// Starting can fail when the process has no file descriptor left (an epoll instance and
+    /// an eventfd per loop): the error is thrown, and a later call tries again.
+    public static func shared() throws(SystemError) -> EventLoopGroup {
+        try sharedGroup.withLock { group throws(SystemError) -> EventLoopGroup in
+            if let group { return group }
+            let made = try EventLoopGroup()
+            group = made
+            return made
         }
-    }()
+    }
+
+    private static let sharedGroup = Mutex<EventLoopGroup?>(nil)
 
     /// The next loop, round robin.
     public func next() -> EventLoop {

@@ -69,14 +69,15 @@ public enum SystemTrustStore {
     }
 
     /// The roots, or an empty store when no bundle could be read (every server is then
-    /// untrusted unless a delegate decides otherwise).
-    public static let shared: TrustStore = {
+    /// untrusted unless a delegate decides otherwise); nil only when OpenSSL cannot allocate
+    /// even an empty store, which fails closed the same way (no root, nothing trusted).
+    public static let shared: TrustStore? = {
         for path in candidates {
             guard let data = FileManager.default.contents(atPath: path),
                   let store = try? TrustStore(pemBundle: Array(data)) else { continue }
             return store
         }
-        return (try? TrustStore(certificates: [])) ?? { fatalError("OpenSSL cannot create an empty X509_STORE") }()
+        return try? TrustStore(certificates: [])
     }()
 }
 

@@ -64,14 +64,19 @@ public final class HTTPTransport: Sendable {
     }
 
     public let configuration: Configuration
-    private let environment: TransportEnvironment
+    /// What every pool shares; the failure when the event loops could not be started (no file
+    /// descriptor left), which every request then reports.
+    private let environment: Result<TransportEnvironment, SystemError>
     /// Pools by connection key; guarded by the mutex.
     private let pools = Mutex<[ConnectionKey: PoolDriver]>([:])
     private let isShutDown = Atomic<Bool>(false)
 
-    public init(configuration: Configuration = Configuration(), group: EventLoopGroup = .shared) {
+    /// A transport on `group`, or on the process-wide group when nil.
+    public init(configuration: Configuration = Configuration(), group: EventLoopGroup? = nil) {
         self.configuration = configuration
-        self.environment = TransportEnvironment(configuration: configuration, group: group)
+        let started = group.map { Result<EventLoopGroup, SystemError>.success($0) }
+            ?? Result { () throws(SystemError) -> EventLoopGroup in try EventLoopGroup.shared() }
+        self.environment = started.map { TransportEnvironment(configuration: configuration, group: $0) }
     }
 
     /// Starts a request. The delegate hears of its progress on a connection's loop; the
@@ -106,7 +111,12 @@ public final class HTTPTransport: Sendable {
             exchange.fail(.shutDown)
             return
         }
-        pool(for: request.connectionKey).submit(exchange)
+        switch environment {
+        case .success(let environment):
+            pool(for: request.connectionKey, in: environment).submit(exchange)
+        case .failure(let error):
+            exchange.fail(.dial(.connect(.connect(error))))
+        }
     }
 
     /// Closes every pool: waiting requests fail, idle connections close.
@@ -133,7 +143,7 @@ public final class HTTPTransport: Sendable {
         }
     }
 
-    private func pool(for key: ConnectionKey) -> PoolDriver {
+    private func pool(for key: ConnectionKey, in environment: TransportEnvironment) -> PoolDriver {
         pools.withLock { pools in
             if let existing = pools[key] { return existing }
             var poolConfiguration = configuration.pool

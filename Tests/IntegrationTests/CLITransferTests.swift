@@ -105,4 +105,26 @@ struct CLITransferTests {
         #expect(run.stderr.contains("byte ranges"))
         #expect(try Data(contentsOf: file) == partial)
     }
+
+    @Test("with no file descriptor left for the event loops, courier reports a URLError instead of crashing")
+    func noFileDescriptors() throws {
+        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        let executable = directory.appendingPathComponent("courier").path
+        try #require(FileManager.default.isExecutableFile(atPath: executable))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        // Six descriptors: enough to load the program, too few for its loops' epoll and eventfd.
+        process.arguments = ["-c", "ulimit -n 6; exec \"$0\" \"$1\"", executable, nginx.url("/files/hello.txt").absoluteString]
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit, "\(stderr)")
+        #expect(process.terminationStatus == 1, "\(stderr)")
+        #expect(stderr.contains("Too many open files"), "\(stderr)")
+        #expect(stderr.contains("URLError -1004"), "\(stderr)")
+    }
 }
