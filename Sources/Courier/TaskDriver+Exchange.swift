@@ -72,14 +72,19 @@ extension TaskDriver {
         if let storedBody { deliverStoredBody(storedBody) }
     }
 
-    func exchange(_ exchange: HTTPExchange, didReceiveBodyBytes bytes: UnsafeRawBufferPointer) {
-        if let task {
-            let (received, progress) = task.storage.withLock { storage -> (Int64, Progress?) in
-                storage.countOfBytesReceived += Int64(bytes.count)
-                return (storage.countOfBytesReceived, storage.progress)
-            }
-            progress?.completedUnitCount = received
+    /// Counts body bytes as received (as on the wire, before decoding), for the task's
+    /// counter and its progress.
+    func countReceived(_ count: Int) {
+        guard let task else { return }
+        let (received, progress) = task.storage.withLock { storage -> (Int64, Progress?) in
+            storage.countOfBytesReceived += Int64(count)
+            return (storage.countOfBytesReceived, storage.progress)
         }
+        progress?.completedUnitCount = received
+    }
+
+    func exchange(_ exchange: HTTPExchange, didReceiveBodyBytes bytes: UnsafeRawBufferPointer) {
+        countReceived(bytes.count)
         enum Route { case stale, keep, overflow, deliver(ContentDecoder?) }
         let route = state.withLock { state -> Route in
             guard state.exchange === exchange else { return .stale }

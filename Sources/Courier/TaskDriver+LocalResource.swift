@@ -50,14 +50,10 @@ extension TaskDriver {
         load.readingChanged()
     }
 
-    /// Counts bytes of a local load as received, for the task's counters and progress.
+    /// Counts bytes of a local load as received; they are delivered as read (no content
+    /// coding), so they count as decoded too.
     func countLocalBytes(_ count: Int) {
-        guard let task else { return }
-        let (received, progress) = task.storage.withLock { storage -> (Int64, Progress?) in
-            storage.countOfBytesReceived += Int64(count)
-            return (storage.countOfBytesReceived, storage.progress)
-        }
-        progress?.completedUnitCount = received
+        countReceived(count)
         state.withLock { $0.decodedBytes += Int64(count) }
     }
 }

@@ -1,3 +1,8 @@
+/// `host` as it stands before a port in an authority: in brackets when it is an IPv6 literal.
+public func bracketedHost(_ host: String) -> String {
+    host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
+}
+
 /// A proxy a connection goes through, as the configuration names it: what kind, where, and the
 /// credentials the proxy protocol itself carries.
 public struct ProxyServer: Hashable, Sendable, CustomStringConvertible {
@@ -45,10 +50,7 @@ public struct ProxyServer: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// `host:port`, with brackets around an IPv6 literal.
-    public var authority: String {
-        let hostPart = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
-        return "\(hostPart):\(port)"
-    }
+    public var authority: String { "\(bracketedHost(host)):\(port)" }
 
     /// The proxy as a URL without its credentials, e.g. `socks5h://127.0.0.1:1080`.
     public var description: String {

@@ -24,14 +24,13 @@ public struct Origin: Hashable, Sendable, CustomStringConvertible {
     /// `host[:port]` as the Host field writes it: brackets around IPv6, the port only when it
     /// is not the scheme's default.
     public var authority: String {
-        let hostPart = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
+        let hostPart = bracketedHost(host)
         return port == scheme.defaultPort ? hostPart : "\(hostPart):\(port)"
     }
 
     /// `host:port` with the port always written (brackets around IPv6): CONNECT's target.
     public var hostAndPort: String {
-        let hostPart = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
-        return "\(hostPart):\(port)"
+        "\(bracketedHost(host)):\(port)"
     }
 
     public var description: String { "\(scheme.rawValue)://\(authority)" }
