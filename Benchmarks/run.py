@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Runs workloads W1-W4 against nginx with Courier and its peers, interleaved over rounds, and
-writes medians and ratios to results/ as JSON and Markdown.
+"""Runs workloads W1-W4, U1 and W3R against nginx (U1: against upload_sink.py) with Courier and its
+peers, interleaved over rounds, and writes medians and ratios to results/ as JSON and Markdown.
 
 nginx runs on CPU 0 (one worker, access log off) and every client on CPU 1: on a 2-core machine
 placement alone swings the results several-fold. Client CPU per request is user+sys time of
@@ -14,6 +14,7 @@ import platform
 import re
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -29,6 +30,12 @@ W1_REQUESTS = 20000
 W1_SLOW_REQUESTS = 5000  # FoundationNetworking runs ~1k req/s: fewer requests, same rate.
 W2_REQUESTS = 20000
 W4_CONNECTIONS = 1000
+SINK_PORT = 18090  # upload_sink.py, for U1
+GIB = 1 << 30
+MIB = 1 << 20
+W3R_CUT = 512 * MIB  # where W3R's download is cancelled for resume data
+# The workloads measured by volume: MB/s, and their ratio taken on it.
+BY_VOLUME = ("W3", "U1")
 
 
 def version(*command):
@@ -53,6 +60,16 @@ def setup():
         # A sparse file: the server reads zeros from the page cache, no disk in the way.
         with open(big, "wb") as handle:
             handle.truncate(1 << 30)
+    marked = os.path.join(WORK, "www", "1g-marked.bin")
+    if not os.path.exists(marked) or os.path.getsize(marked) != GIB:
+        # W3R's: sparse too, with a 4 KiB block at every MiB that starts with its own offset, so
+        # that bytes a resume puts in the wrong place show when the file is compared.
+        with open(marked + ".part", "wb") as handle:
+            handle.truncate(GIB)
+            for offset in range(0, GIB, MIB):
+                handle.seek(offset)
+                handle.write(f"{offset:015d}\n".encode() + os.urandom(4080))
+        os.replace(marked + ".part", marked)
     pki = os.path.join(WORK, "pki")
     if not os.path.exists(os.path.join(pki, "server.pem")):
         os.makedirs(pki, exist_ok=True)
@@ -108,6 +125,65 @@ def start_nginx():
         except subprocess.CalledProcessError:
             time.sleep(0.05)
     raise SystemExit("nginx did not start; see " + os.path.join(WORK, "logs", "error.log"))
+
+
+def start_sink():
+    """U1's server, pinned beside nginx on CPU 0: it reads each body whole, then answers."""
+    process = subprocess.Popen(["taskset", "-c", "0", sys.executable, os.path.join(HERE, "upload_sink.py"), str(SINK_PORT)],
+                               stdout=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", SINK_PORT), timeout=1).close()
+            return process
+        except OSError:
+            if process.poll() is not None:
+                break
+            time.sleep(0.05)
+    process.kill()
+    raise SystemExit(f"upload_sink.py did not start on port {SINK_PORT}")
+
+
+def make_upload_file():
+    """U1's 1 GiB file: real blocks (a file of holes is cheaper to read than one with data),
+    flushed to disk before any upload so that no writeback runs under one. Deleted at the end."""
+    path = os.path.join(WORK, "upload-1g.bin")
+    if os.path.exists(path) and os.path.getsize(path) == GIB:
+        return path
+    block = os.urandom(MIB)
+    with open(path, "wb") as handle:
+        for _ in range(GIB // MIB):
+            handle.write(block)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return path
+
+
+def remove(path):
+    if os.path.exists(path):
+        os.remove(path)
+
+
+def same_content(path, fixture, resumed_at):
+    """Whether a resumed download equals its fixture without reading 1 GiB: the size, the marked
+    block at every MiB, and byte for byte the MiB on either side of the resume offset and the last MiB."""
+    size = os.path.getsize(fixture)
+    if not os.path.exists(path) or os.path.getsize(path) != size:
+        return False
+    around = min(max(resumed_at - MIB, 0), size - 2 * MIB)
+    spans = [(offset, 4096) for offset in range(0, size, MIB)] + [(around, 2 * MIB), (size - MIB, MIB)]
+    with open(path, "rb") as got, open(fixture, "rb") as wanted:
+        for offset, length in spans:
+            got.seek(offset)
+            wanted.seek(offset)
+            if got.read(length) != wanted.read(length):
+                return False
+    return True
+
+
+def failed(error):
+    """A run that ended without its JSON (a crash, a hang cut short): counted as an error."""
+    print(f"  failed: {str(error)[:400]}", flush=True)
+    return {"requests": 0, "seconds": 0, "bytes": 0, "errors": 1, "cpu": 0, "rss": 0, "failure": str(error)[:400]}
 
 
 class Runner:
@@ -211,11 +287,65 @@ class Runner:
         seconds, size = stdout.split()
         return {"requests": 1, "seconds": float(seconds), "bytes": int(float(size)), "cpu": cpu, "rss": rss}
 
+    # U1: one PUT of the file to upload_sink.py, which answers 200 only once it read every byte.
+    def curl_upload(self, url, path):
+        command = ["curl", "-s", "-o", "/dev/null", "-T", path, "-w", "%{time_total} %{size_upload} %{http_code}", url]
+        stdout, cpu, rss, _ = self.run(command)
+        self.last_connections = None  # the sink's connections are not nginx's to count
+        seconds, size, status = stdout.split()
+        whole = status == "200" and int(float(size)) == os.path.getsize(path)
+        return {"requests": int(whole), "seconds": float(seconds), "bytes": int(float(size)) if whole else 0,
+                "errors": int(not whole), "cpu": cpu, "rss": rss}
+
+    def courier_upload(self, url, path, binary_path=None):
+        result = self.swift_client("courier-bench", "u1", url, path, binary_path=binary_path)
+        self.last_connections = None
+        return result
+
+    # W3R: the download to a file, interrupted at W3R_CUT bytes and resumed; both parts timed,
+    # the file checked against the fixture and deleted.
+    def courier_resumed(self, url, target, fixture, binary_path=None):
+        # Courier keeps its partial file in the temporary directory: a private one, removed
+        # after the run, so that a failed resume leaves nothing behind.
+        scratch = os.path.join(WORK, "w3r-tmp")
+        os.makedirs(scratch, exist_ok=True)
+        try:
+            result = self.swift_client("courier-bench", "w3r", url, target, W3R_CUT, env={"TMPDIR": scratch},
+                                       binary_path=binary_path)
+            result["verified"] = result["errors"] == 0 and same_content(target, fixture, result.get("resumedAt", -1))
+        except RuntimeError as error:
+            result = failed(error)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+            remove(target)
+        return result
+
+    def curl_resumed(self, url, target, fixture):
+        """curl's way to the same file: a first part that stops at W3R_CUT (a range request), then
+        `-C -`, which asks for the rest from the file's size. Times, CPU and connections are
+        the two processes' sums; peak RSS the larger."""
+        remove(target)
+        parts, connections = [], 0
+        for option in (["-r", f"0-{W3R_CUT - 1}"], ["-C", "-"]):
+            command = ["curl", "-s", "--http1.1", *option, "-o", target, "-w", "%{time_total} %{http_code}", url]
+            stdout, cpu, rss, _ = self.run(command)
+            connections += self.last_connections or 0
+            seconds, status = stdout.split()
+            parts.append({"seconds": float(seconds), "status": status, "cpu": cpu, "rss": rss})
+        self.last_connections = connections
+        whole = all(part["status"] == "206" for part in parts)
+        result = {"requests": int(whole), "seconds": sum(part["seconds"] for part in parts),
+                  "bytes": os.path.getsize(target) if whole else 0, "errors": int(not whole),
+                  "cpu": sum(part["cpu"] for part in parts), "rss": max(part["rss"] for part in parts),
+                  "cancelledAt": W3R_CUT, "resumedAt": W3R_CUT, "verified": whole and same_content(target, fixture, W3R_CUT)}
+        remove(target)
+        return result
+
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--only", default="W1,W2,W3,W4")
+    parser.add_argument("--only", default="W1,W2,W3,W4,U1,W3R")
     parser.add_argument("--quick", action="store_true", help="fewer requests, one round: a smoke test")
     parser.add_argument("--clients", default="", help="only these clients (comma-separated names as in the table)")
     parser.add_argument("--baseline", default="", help="a courier-bench binary built from another commit: "
@@ -236,6 +366,7 @@ def main():
     wrk_seconds = max(2, W1_REQUESTS // 8000)
     wanted = set(filter(None, options.clients.split(",")))
     current_round = [0]
+    upload_server = None
 
     def rec(key, client, measure, *arguments, **keywords):
         """Measures one client unless --clients leaves it out. With --baseline, a Courier
@@ -250,6 +381,9 @@ def main():
             runner.record((key, name), measure(*arguments, **arguments_by_name))
 
     try:
+        if "U1" in only:
+            upload_server = start_sink()
+            upload = make_upload_file()
         for round_number in range(options.rounds):
             current_round[0] = round_number
             print(f"round {round_number + 1}/{options.rounds}", flush=True)
@@ -294,6 +428,15 @@ def main():
                         rec(key, "AsyncHTTPClient", runner.swift_client, "ahc-bench", "w3", url, sink, env=tls)
                         if sink != "discard" and os.path.exists(sink):
                             os.remove(sink)
+            if "U1" in only:
+                url = f"http://127.0.0.1:{SINK_PORT}/upload"
+                rec("U1 h1", "curl", runner.curl_upload, url, upload)
+                rec("U1 h1", "Courier", runner.courier_upload, url, upload)
+            if "W3R" in only:
+                url, fixture = base["h1"] + "/1g-marked.bin", os.path.join(WORK, "www", "1g-marked.bin")
+                target = os.path.join(WORK, "resumed.bin")
+                rec("W3R h1 file", "curl", runner.curl_resumed, url, target, fixture)
+                rec("W3R h1 file", "Courier", runner.courier_resumed, url, target, fixture)
             if "W4" in only:
                 url = base["tls-close"] + "/100.bin"
                 rec("W4 tls", "Courier", runner.swift_client, "courier-bench", "w4", url, W4_CONNECTIONS, env=tls)
@@ -313,6 +456,13 @@ def main():
     finally:
         nginx.send_signal(signal.SIGQUIT)
         nginx.wait()
+        if upload_server is not None:
+            upload_server.terminate()
+            upload_server.wait()
+        # No large file stays behind: U1's upload, and whatever an interrupted download left.
+        for leftover in ["upload-1g.bin", "resumed.bin", "download.bin"]:
+            remove(os.path.join(WORK, leftover))
+        shutil.rmtree(os.path.join(WORK, "w3r-tmp"), ignore_errors=True)
     report(runner.samples, micro, options, time.monotonic() - began)
 
 
@@ -321,16 +471,25 @@ REFERENCE = {"W1 h1": "wrk", "W1 tls-h1": "wrk", "W1 tls-h2": "h2load", "W2 h1":
 
 def report(samples, micro, options, elapsed):
     rows = {}
-    for (workload, client), runs in samples.items():
+    for (workload, client), every in samples.items():
+        # A run that ended without its figures (failed()) counts in failures, not in the medians.
+        runs = [run for run in every if "failure" not in run or run["seconds"] > 0] or every
         rates = [run["requests"] / run["seconds"] for run in runs if run["seconds"] > 0]
         entry = {
-            "rounds": len(runs),
+            "rounds": len(every),
             "requestsPerSecond": statistics.median(rates) if rates else 0,
             "cpuMicrosecondsPerRequest": statistics.median(run["cpu"] / max(run["requests"], 1) * 1e6 for run in runs),
             "peakRSSMB": max(run["rss"] for run in runs),
         }
-        if all("bytes" in run for run in runs) and workload.startswith("W3"):
-            entry["MBps"] = statistics.median(run["bytes"] / run["seconds"] / 1e6 for run in runs)
+        if all("bytes" in run for run in runs) and workload.startswith(BY_VOLUME):
+            speeds = [run["bytes"] / run["seconds"] / 1e6 for run in runs if run["seconds"] > 0]
+            entry["MBps"] = statistics.median(speeds) if speeds else 0
+        if workload.startswith("W3R"):
+            entry["resumedAtBytes"] = [run.get("resumedAt", -1) for run in every]
+            entry["verified"] = all(run.get("verified", False) for run in every)
+        failures = [run["failure"] for run in every if run.get("failure")]
+        if failures:
+            entry["failures"] = failures
         if all("allocations" in run for run in runs):
             entry["allocationsPerRequest"] = round(statistics.median(run["allocations"] / max(run["requests"], 1) for run in runs), 1)
         if all("connections" in run for run in runs):
@@ -372,12 +531,20 @@ def markdown(document):
         for client, entry in sorted(clients.items(), key=lambda item: -item[1]["requestsPerSecond"]):
             ratio = ""
             if reference and reference["requestsPerSecond"]:
-                base = reference.get("MBps", reference["requestsPerSecond"]) if workload.startswith("W3") else reference["requestsPerSecond"]
-                value = entry.get("MBps", entry["requestsPerSecond"]) if workload.startswith("W3") else entry["requestsPerSecond"]
-                ratio = f"{value / base:.2f}"
+                base = reference.get("MBps", reference["requestsPerSecond"]) if workload.startswith(BY_VOLUME) else reference["requestsPerSecond"]
+                value = entry.get("MBps", entry["requestsPerSecond"]) if workload.startswith(BY_VOLUME) else entry["requestsPerSecond"]
+                ratio = f"{value / base:.2f}" if base else ""
             lines.append(f"| {workload} | {client} | {entry['requestsPerSecond']:.0f} | {ratio} | {entry['cpuMicrosecondsPerRequest']:.1f} | "
                          f"{entry.get('MBps', 0):.0f} | {entry['peakRSSMB']:.1f} | {entry.get('connectionsUsed', '')} | "
                          f"{entry.get('allocationsPerRequest', '')} |")
+    resumed = document["workloads"].get("W3R h1 file", {})
+    if resumed:
+        lines += ["", "W3R: where each round's second part went on from (didResumeAtOffset for Courier), and whether the "
+                  "file matched the fixture (size, a marked block at every MiB, the bytes around the resume offset):", ""]
+        for client, entry in sorted(resumed.items()):
+            offsets = ", ".join(f"{offset / MIB:.1f} MiB" if offset >= 0 else "not reported" for offset in entry["resumedAtBytes"])
+            line = f"- {client}: resumed at {offsets}; file {'verified' if entry['verified'] else 'NOT verified'}"
+            lines.append(line + (f"; failures: {'; '.join(entry['failures'])}" if entry.get("failures") else ""))
     cookies = (document.get("parser") or {}).get("cookie lookup")
     if cookies:
         lines += ["", f"Cookie lookup: the cookies for one request in a jar of {cookies['cookies']:,} cookies across {cookies['domains']} domains:", "",
@@ -393,7 +560,11 @@ def markdown(document):
     lines += ["", "W1: 20,000 sequential GETs of 100 B on one connection (FoundationNetworking: 5,000). W2: 20,000 GETs, 32 in flight "
               "(h1: up to 32 connections; h2: one connection). W3: a 1 GiB download to a discarding sink and to a file "
               "(Courier: a data task whose delegate drops the body, a download task for the file); MB/s and peak RSS. W4: 1,000 new TLS connections (full handshakes: tickets and the session cache are off), "
-              "one GET each. × reference: against wrk (h1), h2load (h2) or curl (W3, W4). courier-load is Courier's load "
+              "one GET each. U1: one 1 GiB PUT of a file on disk to a server that reads the whole body before it answers "
+              "(Courier: uploadTask(with:fromFile:); curl -T). W3R: the 1 GiB download to a file, cancelled for resume data at "
+              "512 MiB and resumed (Courier: cancel(byProducingResumeData:), downloadTask(withResumeData:); curl: -r 0-… then "
+              "-C -), MB/s over both parts and the pause between. × reference: against wrk (h1), h2load (h2) or curl "
+              "(W3, W4, U1, W3R). courier-load is Courier's load "
               "generator on the transport; Courier is the public URLSession API."]
     return "\n".join(lines) + "\n"
 

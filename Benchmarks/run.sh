@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The benchmark comparison in one command: installs the peers when missing (nginx, wrk,
-# h2load, Go, curl, http-parser), builds the clients in release mode, and runs W1–W4 against
-# nginx with Courier and its peers. Results go to Benchmarks/results/. Options are passed to
-# run.py (--rounds N, --only W1,W3, --quick).
+# h2load, Go, curl, http-parser), builds the clients in release mode, and runs W1–W4, U1 and
+# W3R against nginx (U1: upload_sink.py) with Courier and its peers. Results go to
+# Benchmarks/results/. Options are passed to run.py (--rounds N, --only W1,W3,U1,W3R, --quick).
 set -euo pipefail
 cd "$(dirname "$0")"
 ../scripts/lib/ensure-system.sh build

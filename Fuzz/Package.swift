@@ -73,6 +73,11 @@ let package = Package(
             dependencies: [.product(name: "CourierTransport", package: courier), .product(name: "CourierCore", package: courier)],
             path: "Sources/FuzzSOCKSReply"
         ),
+        .executableTarget(
+            name: "fuzz-multipart-replace",
+            dependencies: [.product(name: "CourierPolicies", package: courier)],
+            path: "Sources/FuzzMultipartReplace"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -46,6 +46,67 @@ final class DownloadFile: Sendable {
         return DownloadFile(url: URL(fileURLWithPath: path), descriptor: descriptor)
     }
 
+    /// Opens a partial file kept by resume data, cut to its first `offset` bytes, to go on
+    /// writing after them. Nil when it is gone, shorter than `offset`, or not a regular file of
+    /// this user's (resume data may come from anywhere: it must never make Courier write over
+    /// another file).
+    static func reopen(partial url: URL, at offset: Int64) -> DownloadFile? {
+        let descriptor = open(url.path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_uid == geteuid(),
+              Int64(status.st_size) >= offset, ftruncate(descriptor, off_t(offset)) == 0,
+              lseek(descriptor, off_t(offset), SEEK_SET) == off_t(offset) else {
+            Glibc.close(descriptor)
+            return nil
+        }
+        return DownloadFile(url: url, descriptor: descriptor)
+    }
+
+    /// Empties the file to write the body from its start (a resumed download the server
+    /// answered whole); false when that failed.
+    func startOver() -> Bool {
+        output.withLock { output -> Bool in
+            guard output.descriptor >= 0, output.failure == nil else { return false }
+            output.buffer.removeAll(keepingCapacity: true)
+            guard ftruncate(output.descriptor, 0) == 0, lseek(output.descriptor, 0, SEEK_SET) == 0 else {
+                return record(errno, in: &output)
+            }
+            return true
+        }
+    }
+
+    /// Writes what is buffered, closes the file and keeps it under a new partial-file name in
+    /// the same directory, for resume data; returns that name, or nil (and the file is deleted)
+    /// when the bytes could not be made safe. This object no longer refers to any file after.
+    func keep() -> URL? {
+        let closed = output.withLock { output -> Bool in
+            defer { output.removed = true }
+            guard !output.removed else { return false }
+            return finish(&output, keepingData: true)
+        }
+        guard closed else {
+            unlink(url.path)
+            return nil
+        }
+        let directory = url.deletingLastPathComponent()
+        var template = Array(directory.appendingPathComponent("\(PartialDownloadFiles.prefix)XXXXXX\(PartialDownloadFiles.suffix)").path.utf8CString)
+        let placeholder = template.withUnsafeMutableBufferPointer { courier_make_temporary_file($0.baseAddress!, Int32(PartialDownloadFiles.suffix.utf8.count)) }
+        guard placeholder >= 0 else {
+            unlink(url.path)
+            return nil
+        }
+        Glibc.close(placeholder)
+        let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        // The rename replaces the placeholder that reserved the name.
+        guard rename(url.path, path) == 0 else {
+            unlink(path)
+            unlink(url.path)
+            return nil
+        }
+        return URL(fileURLWithPath: path)
+    }
+
     /// The reason writing failed, if it did.
     var failure: String? { output.withLock { $0.failure } }
 
@@ -127,4 +188,45 @@ final class DownloadFile: Sendable {
 struct DownloadFileError: Error {
     let message: String
     init(_ message: String) { self.message = message }
+}
+
+/// The files resume data keeps: `CourierPartial_XXXXXX.partial` in the directory the download
+/// wrote to. Each stays until a download resumes from it (it then becomes that download's file)
+/// or until it is older than `maximumAge`: the first download task a process makes deletes the
+/// partial files of the temporary directory last written more than seven days ago.
+enum PartialDownloadFiles {
+    static let prefix = "CourierPartial_"
+    static let suffix = ".partial"
+    /// How long an unused partial file is kept: seven days.
+    static let maximumAge: TimeInterval = 7 * 24 * 3600
+
+    static func isPartialFileName(_ name: String) -> Bool {
+        name.hasPrefix(prefix) && name.hasSuffix(suffix) && name.count > prefix.count + suffix.count && !name.contains("/")
+    }
+
+    /// Deletes the partial files in `directory` not written for `maximumAge`; returns how many.
+    @discardableResult
+    static func sweep(_ directory: URL, now: Date = Date()) -> Int {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        var removed = 0
+        for name in names where isPartialFileName(name) {
+            let path = directory.appendingPathComponent(name).path
+            var status = stat()
+            guard lstat(path, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_uid == geteuid() else { continue }
+            let written = Date(timeIntervalSince1970: TimeInterval(status.st_mtim.tv_sec))
+            if now.timeIntervalSince(written) > maximumAge, unlink(path) == 0 { removed += 1 }
+        }
+        return removed
+    }
+
+    /// Runs the sweep of the temporary directory once per process, off the caller's thread.
+    static func sweepOnce() {
+        _ = sweepStarted
+    }
+
+    private static let sweepStarted: Bool = {
+        let directory = FileManager.default.temporaryDirectory
+        DispatchQueue.global(qos: .utility).async { sweep(directory) }
+        return true
+    }()
 }

@@ -73,8 +73,11 @@ final class FileSink: AsyncDelivering {
     private struct State {
         var file: DownloadFile?
         var mode = Mode.onLoop
-        /// Body bytes handed to the file, and those not yet reported by `didWriteData`.
+        /// Bytes handed to the file (from its start: a resumed download counts those it kept),
+        /// and those not yet reported by `didWriteData`.
         var bytesWritten: Int64 = 0
+        /// Bytes a resumed download kept at the start of the file.
+        var offset: Int64 = 0
         var unreported: Int64 = 0
         /// The chunk being filled on the loop.
         var chunk: Chunk?
@@ -120,12 +123,29 @@ final class FileSink: AsyncDelivering {
 
     func begin(_ response: URLResponse, driver: TaskDriver) -> URLError? {
         state.withLock { $0.beginning = true }
-        let made: Result<DownloadFile, URLError>
-        do {
-            made = .success(try driver.session.makeDownloadFile.withLock { $0 }())
-        } catch {
-            let message = (error as? DownloadFileError)?.message ?? "Cannot create the download file: \(error)."
-            made = .failure(.courier(.cannotCreateFile, message, url: response.url))
+        let placement = driver.resumePlacement(for: response)
+        var made: Result<DownloadFile, URLError>
+        if let partial = placement?.partial {
+            // A resumed download goes on in its partial file, or starts it over.
+            made = .success(partial)
+            if placement?.offset == 0, !partial.startOver() {
+                partial.remove()
+                made = .failure(.courier(.cannotWriteToFile, partial.failure ?? "The partial download could not be emptied.", url: response.url))
+            }
+        } else {
+            do {
+                made = .success(try driver.session.makeDownloadFile.withLock { $0 }())
+            } catch {
+                let message = (error as? DownloadFileError)?.message ?? "Cannot create the download file: \(error)."
+                made = .failure(.courier(.cannotCreateFile, message, url: response.url))
+            }
+        }
+        if let placement, case .success = made {
+            state.withLock { state in
+                state.offset = placement.offset
+                state.bytesWritten = placement.offset
+            }
+            if placement.reportsResume { reportResume(placement, driver: driver) }
         }
         // A cancel that raced with the making completed the task meanwhile: the file goes
         // before anyone hears of the completion.
@@ -236,14 +256,27 @@ final class FileSink: AsyncDelivering {
         }
     }
 
-    /// Queues `didWriteData` for a delegate receiver.
+    /// Queues `didWriteData` for a delegate receiver. A resumed download counts the bytes it
+    /// kept in both totals.
     private func reportProgress(_ count: Int64, total: Int64, driver: TaskDriver) {
         guard case .delegate = receiver, let delegate = driver.downloadDelegate,
               let task = driver.task as? URLSessionDownloadTask else { return }
         let session = driver.session
+        let offset = state.withLock { $0.offset }
         driver.enqueue {
-            let expected = task.countOfBytesExpectedToReceive
+            let remaining = task.countOfBytesExpectedToReceive
+            let expected = remaining >= 0 ? remaining + offset : remaining
             delegate.urlSession(session, downloadTask: task, didWriteData: count, totalBytesWritten: total, totalBytesExpectedToWrite: expected)
+        }
+    }
+
+    /// Queues `didResumeAtOffset` for a delegate receiver, before any `didWriteData`.
+    private func reportResume(_ placement: ResumePlacement, driver: TaskDriver) {
+        guard case .delegate = receiver, let delegate = driver.downloadDelegate,
+              let task = driver.task as? URLSessionDownloadTask else { return }
+        let session = driver.session
+        driver.enqueue {
+            delegate.urlSession(session, downloadTask: task, didResumeAtOffset: placement.offset, expectedTotalBytes: placement.expectedTotal)
         }
     }
 
@@ -266,7 +299,10 @@ final class FileSink: AsyncDelivering {
         }
         writer.async { [self] in
             var error = outcome.error
-            if let file {
+            var resumeData: Data?
+            if let file, error != nil, let recipe = outcome.resume?.recipe, file.failure == nil {
+                resumeData = keep(file, rest: rest, recipe: recipe)
+            } else if let file {
                 if error == nil, let rest, rest.count > 0, file.write(rest.bytes) {
                     state.withLock { state in
                         state.bytesWritten += Int64(rest.count)
@@ -280,9 +316,37 @@ final class FileSink: AsyncDelivering {
                 }
                 if error == nil, last.count > 0 { reportProgress(last.count, total: last.total, driver: driver) }
                 error = settle(file, error, url: driver.currentURL)
+            } else {
+                resumeData = outcome.resume?.unchanged
             }
-            deliver(TaskOutcome(error: error, response: outcome.response, metrics: outcome.metrics), file: file, driver: driver)
+            if let handler = outcome.resume?.handler {
+                // cancel(byProducingResumeData:) hears before the completion.
+                let produced = resumeData
+                driver.enqueue { handler(produced) }
+            } else if let resumeData, let failure = error {
+                error = failure.adding(resumeData: resumeData)
+            }
+            let settled = resumeData == nil ? file : nil
+            deliver(TaskOutcome(error: error, response: outcome.response, metrics: outcome.metrics), file: settled, driver: driver)
         }
+    }
+
+    /// Keeps the file of a download that stopped mid-body as a partial file, with the last
+    /// chunk written; its resume data, or nil (and the file is gone) when it could not be kept.
+    private func keep(_ file: DownloadFile, rest: Chunk?, recipe: ResumeOffer.Recipe) -> Data? {
+        if let rest, rest.count > 0, file.write(rest.bytes) {
+            state.withLock { $0.bytesWritten += Int64(rest.count) }
+        }
+        let offset = state.withLock { $0.bytesWritten }
+        guard file.failure == nil, let kept = file.keep() else {
+            file.remove()
+            return nil
+        }
+        guard let data = recipe.resumeData(file: kept, offset: offset).encoded() else {
+            unlink(kept.path)
+            return nil
+        }
+        return data
     }
 
     /// Closes a finished download (a failed write or close fails the task), or deletes the file

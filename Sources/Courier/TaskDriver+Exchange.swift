@@ -24,6 +24,7 @@ extension TaskDriver {
     }
 
     func exchange(_ exchange: HTTPExchange, didReceiveHead head: HTTPResponseHead) {
+        if refusesResumeRange(head, exchange: exchange) { return }
         var storedBody: Data?
         var staleInstead: CachedURLResponse?
         // Cookies first: whatever follows this response (a redirect, a retry with a

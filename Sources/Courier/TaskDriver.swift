@@ -92,6 +92,16 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         var localLoad: LocalLoad?
         var authentication = AuthenticationState()
         var cache = CacheState()
+        /// The resume data a download task was made from, and how far it got.
+        var resume: ResumeState?
+        /// The current exchange asked for the rest of a resumed download.
+        var resumeRangeSent = false
+        /// The handler of `cancel(byProducingResumeData:)`, until the task ends.
+        var resumeDataHandler: (@Sendable (Data?) -> Void)?
+        /// The final response went to the sink (its body may follow).
+        var responseDelivered = false
+        /// Why the task fails as soon as it starts (resume data that cannot be read).
+        var startFailure: URLError?
     }
 
     /// Largest redirect body kept aside while the delegate decides; a larger one is not
@@ -143,6 +153,11 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     // MARK: Control (any thread)
 
     func start() {
+        if let failure = state.withLock({ $0.startFailure }) {
+            fail(failure, with: .cancelRequested)
+            return
+        }
+        openPartialFile()
         if session.isInvalidated {
             state.withLock { $0.failure = .courier(.cancelled, "The session was invalidated before the task started.", url: originalURL) }
             run(state.withLock { $0.machine.handle(.cancelRequested) })
@@ -240,12 +255,13 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         updateReading()
     }
 
-    /// The data delegate's answer to `didReceive response`.
-    func dispositionArrived(_ disposition: URLSession.ResponseDisposition) {
-        switch disposition {
-        case .allow: setAwaitingDisposition(false)
-        case .cancel: task?.cancel()
-        }
+    /// Makes the data task a download task that carries on with this driver; nil when the
+    /// task is gone or is no data task.
+    func becomeDownloadTask() -> URLSessionDownloadTask? {
+        guard let dataTask = task as? URLSessionDataTask else { return nil }
+        let download = session.adoptAsDownload(dataTask)
+        task = download
+        return download
     }
 
     /// Tells the exchange to pause or resume when what the task needs changed. The wish is
@@ -328,10 +344,12 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         var transportRequest: TransportRequest
         var hop: ProxyHop?
         var sent: (server: SentCredential?, proxy: SentCredential?) = (nil, nil)
+        var sendsRange = false
         do {
             guard let request, let url = request.url else { throw URLError.courier(.unsupportedURL, "The task has no request.", url: nil) }
             let proxy = try proxy(for: url)
             transportRequest = try RequestBuilder.make(request, configuration: session.frozenConfiguration, body: source, proxy: proxy)
+            sendsRange = addResumeRange(to: &transportRequest)
             if let proxy, case .http = proxy.kind {
                 hop = ProxyHop(server: proxy, isTunnel: transportRequest.origin.scheme == .https, tunnelTarget: transportRequest.origin.hostAndPort)
             }
@@ -379,6 +397,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             state.transportRequest = transportRequest
             state.proxy = hop
             state.tunnelRefused = false
+            state.resumeRangeSent = sendsRange
             state.authentication.sentServer = sent.server
             state.authentication.sentProxy = sent.proxy
             state.exchange = exchange
@@ -426,7 +445,10 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
            let codings = ContentCoding.codings(fromContentEncoding: coding), !codings.isEmpty {
             decoder = ContentDecoder(codings: codings, limits: session.frozenConfiguration.courierContentDecodingLimits)
         }
-        state.withLock { $0.decoder = decoder }
+        state.withLock { state in
+            state.decoder = decoder
+            state.responseDelivered = true
+        }
         let progress = task?.storage.withLock { storage -> Progress? in
             storage.response = response
             storage.countOfBytesExpectedToReceive = response.expectedContentLength
@@ -515,6 +537,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         let task = self.task
         let taskDelegate = Self.taskDelegate(of: task, in: session)
         var endedLoad: LocalLoad?
+        var leftoverPartial: (file: DownloadFile, keep: Bool)?
         let outcome = state.withLock { state -> TaskOutcome in
             let url = state.request?.url ?? originalURL
             let error: URLError?
@@ -524,6 +547,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             case .redirectFailed(let failure): error = Self.error(for: failure, url: url)
             case .exchangeFailed, .deliveryFailed: error = state.failure ?? .courier(.unknown, "The task failed.", url: url)
             }
+            let (offer, leftover, keepLeftover) = resumeOffer(ending: ending, error: error, in: &state)
+            leftoverPartial = leftover.map { ($0, keepLeftover) }
             state.exchange = nil
             endedLoad = state.localLoad
             state.localLoad = nil
@@ -536,13 +561,24 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
                     redirectCount: state.machine.redirectCount
                 )
             }
-            return TaskOutcome(error: error, response: state.response, metrics: metrics, cacheProposal: cacheProposal)
+            return TaskOutcome(error: error, response: state.response, metrics: metrics, cacheProposal: cacheProposal, resume: offer)
         }
         endedLoad?.cancel()
-        task?.storage.withLock { storage in
+        if let (file, keep) = leftoverPartial {
+            // A partial file no response reached: kept for the resume data offered again, else deleted.
+            if keep { _ = file.close() } else { file.remove() }
+        }
+        let progress = task?.storage.withLock { storage -> Progress? in
             storage.state = .completed
             storage.error = outcome.error
             if storage.response == nil { storage.response = outcome.response }
+            return storage.progress
+        }
+        if let progress, outcome.error == nil {
+            // A finished task's progress is complete, its length known or not.
+            let total = max(progress.totalUnitCount, progress.completedUnitCount, 1)
+            progress.totalUnitCount = total
+            progress.completedUnitCount = total
         }
         if let error = outcome.error {
             logger.debug("task failed", metadata: ["task": "\(identifier)", "error": "\(error.code.rawValue) \(error.localizedDescription)"])

@@ -54,6 +54,8 @@ struct TaskOutcome: Sendable {
     /// The response to offer the data delegate's `willCacheResponse` before the metrics and the
     /// completion (then stored as it answers), for a sink that delivers through the delegate.
     var cacheProposal: (CachedURLResponse, URLRequest)?
+    /// For a download task: how to make resume data, and who asked for it.
+    var resume: ResumeOffer?
 }
 
 /// What an async call returns with its response: the body, or the downloaded file.
@@ -170,114 +172,6 @@ final class MemorySink: AsyncDelivering {
             buffer.withLock { $0.slot.finish(result) }?.resume(with: result)
             driver.taskCompleted()
         }
-    }
-}
-
-/// A data task's events for its delegates: `didReceive response` (reading waits for the
-/// disposition), `didReceive data` once per read, then metrics and completion.
-final class DelegateDataSink: TaskSink {
-    /// Who hears of the data: resolved once, when the response arrives.
-    private struct Receiver {
-        let delegate: any URLSessionDataDelegate
-        let task: URLSessionDataTask
-    }
-
-    private struct Pending {
-        var receiver: Receiver?
-        /// Bytes waiting for the next `didReceive data` call, which takes them all.
-        var data = Data()
-        /// Bytes handed to the delegate queue and not yet delivered.
-        var queuedBytes = 0
-        var batch = Batch()
-    }
-
-    private let pending = Mutex(Pending())
-
-    var backlog: Int { pending.withLock { $0.queuedBytes } }
-
-    func begin(_ response: URLResponse, driver: TaskDriver) -> URLError? {
-        guard let delegate = driver.dataDelegate, let dataTask = driver.task as? URLSessionDataTask else { return nil }
-        pending.withLock { $0.receiver = Receiver(delegate: delegate, task: dataTask) }
-        driver.setAwaitingDisposition(true)
-        let session = driver.session
-        driver.enqueue {
-            delegate.urlSession(session, dataTask: dataTask, didReceive: response) { disposition in
-                driver.dispositionArrived(disposition)
-            }
-        }
-        return nil
-    }
-
-    func receive(_ bytes: UnsafeRawBufferPointer, from exchange: HTTPExchange?, driver: TaskDriver) -> URLError? {
-        // Bytes join those not yet delivered; the delivery is queued once the loop has
-        // finished the current read: one hop to the delegate queue per batch, not per chunk
-        // (an HTTP/2 read carries several DATA frames).
-        let outcome = pending.withLock { pending -> (receiver: Receiver, startBatch: Bool, crossedHigh: Bool)? in
-            guard let receiver = pending.receiver else { return nil }
-            let before = pending.queuedBytes
-            pending.queuedBytes += bytes.count
-            pending.data.append(contentsOf: bytes)
-            let crossedHigh = BacklogLimits.delivery.crossedHigh(from: before, to: pending.queuedBytes)
-            return (receiver, pending.batch.open(), crossedHigh)
-        }
-        guard let (receiver, startBatch, crossedHigh) = outcome else { return nil }
-        let delegate = receiver.delegate, dataTask = receiver.task
-        // The backlog matters to reading only when it crosses a watermark.
-        if crossedHigh { driver.updateReading() }
-        if startBatch {
-            if let exchange {
-                exchange.afterCurrentEvent { [self] in queueDelivery(delegate, dataTask, driver) }
-            } else {
-                queueDelivery(delegate, dataTask, driver)
-            }
-        }
-        return nil
-    }
-
-    /// Queues the `didReceive data` call for the bytes pending, unless it is queued already.
-    private func queueDelivery(_ delegate: any URLSessionDataDelegate, _ dataTask: URLSessionDataTask, _ driver: TaskDriver) {
-        guard pending.withLock({ $0.batch.markQueued() }) else { return }
-        let session = driver.session
-        driver.enqueue { [self] in
-            let data = pending.withLock { pending -> Data in
-                pending.batch.close()
-                defer { pending.data = Data() }
-                return pending.data
-            }
-            delegate.urlSession(session, dataTask: dataTask, didReceive: data)
-            let crossedLow = pending.withLock { pending -> Bool in
-                let before = pending.queuedBytes
-                pending.queuedBytes -= data.count
-                return BacklogLimits.delivery.crossedLow(from: before, to: pending.queuedBytes)
-            }
-            if crossedLow { driver.updateReading() }
-        }
-    }
-
-    func complete(_ outcome: TaskOutcome, driver: TaskDriver) {
-        // Bytes still waiting for the end of the loop's read go first.
-        if let receiver = pending.withLock({ $0.receiver }) {
-            queueDelivery(receiver.delegate, receiver.task, driver)
-        }
-        let taskDelegate = driver.taskDelegate
-        let session = driver.session
-        guard let task = driver.task else { return }
-        let finish: @Sendable () -> Void = {
-            driver.reportMetrics(outcome.metrics)
-            taskDelegate?.urlSession(session, task: task, didCompleteWithError: outcome.error)
-            driver.taskCompleted()
-        }
-        // Apple's order: the last data, `willCacheResponse`, the metrics, the completion.
-        if let (proposal, request) = outcome.cacheProposal, let dataTask = task as? URLSessionDataTask, let delegate = driver.dataDelegate {
-            driver.enqueue {
-                delegate.urlSession(session, dataTask: dataTask, willCacheResponse: proposal) { chosen in
-                    driver.store(chosen, for: request)
-                    driver.enqueue(finish)
-                }
-            }
-            return
-        }
-        driver.enqueue(finish)
     }
 }
 

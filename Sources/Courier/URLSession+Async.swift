@@ -35,6 +35,14 @@ extension URLSession {
         try await download(for: URLRequest(url: url), delegate: delegate)
     }
 
+    /// Goes on with a download from resume data and returns the whole file and the response.
+    /// Resume data that is not Courier's, or is damaged, throws `.cannotDecodeRawData`.
+    public func download(resumeFrom resumeData: Data, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (URL, URLResponse) {
+        let (payload, response) = try await load(resumedDownloadTask(resumeData, delivery: .async), delegate: delegate)
+        guard case .file(let location) = payload else { preconditionFailure("a download task returns a file") }
+        return (location, response)
+    }
+
     private func run(_ task: URLSessionTask, delegate: (any URLSessionTaskDelegate)?) async throws -> (Data, URLResponse) {
         let (payload, response) = try await load(task, delegate: delegate)
         guard case .data(let data) = payload else { preconditionFailure("a data task returns its body") }

@@ -27,6 +27,10 @@ open class URLSession: NSObject, @unchecked Sendable {
     public enum ResponseDisposition: Int, Sendable {
         case cancel = 0
         case allow = 1
+        /// The data task becomes a download task: the data delegate hears
+        /// `urlSession(_:dataTask:didBecome:)` with it, and the body (what arrived already, then
+        /// the rest) goes to its file, reported through the download delegate.
+        case becomeDownload = 2
     }
 
     /// Tasks and invalidation; guarded by the mutex.
@@ -207,6 +211,32 @@ open class URLSession: NSObject, @unchecked Sendable {
         downloadTask(with: URLRequest(url: url), completionHandler: completionHandler)
     }
 
+    /// A download that goes on from resume data (`cancel(byProducingResumeData:)`, or a failed
+    /// download's `URLError.downloadTaskResumeData`): it asks for the rest of the entity, and
+    /// its delegate hears `didResumeAtOffset` before any `didWriteData`. Resume data that is not
+    /// Courier's, or is damaged, fails the task with `.cannotDecodeRawData` when it starts.
+    open func downloadTask(withResumeData resumeData: Data) -> URLSessionDownloadTask {
+        resumedDownloadTask(resumeData, delivery: .delegate)
+    }
+
+    /// A download that goes on from resume data, its file handed to `completionHandler`.
+    open func downloadTask(withResumeData resumeData: Data, completionHandler: @escaping @Sendable (URL?, URLResponse?, (any Error)?) -> Void) -> URLSessionDownloadTask {
+        resumedDownloadTask(resumeData, delivery: .fileCompletionHandler(completionHandler))
+    }
+
+    func resumedDownloadTask(_ blob: Data, delivery: TaskDriver.Delivery) -> URLSessionDownloadTask {
+        do throws(URLError) {
+            let data = try ResumeData.decode(blob)
+            let task = makeTask(URLSessionDownloadTask.self, data.originalRequest, delivery: delivery)
+            task.driver.resume(from: data, blob: blob)
+            return task
+        } catch {
+            let task = makeTask(URLSessionDownloadTask.self, nil, delivery: delivery)
+            task.driver.state.withLock { $0.startFailure = error }
+            return task
+        }
+    }
+
     // MARK: Invalidation
 
     /// Lets running tasks finish, then invalidates the session. No effect on `shared`.
@@ -294,13 +324,14 @@ open class URLSession: NSObject, @unchecked Sendable {
     // MARK: Internals
 
     func makeTask<T: URLSessionTask>(
-        _ kind: T.Type, _ request: URLRequest, delivery: TaskDriver.Delivery, body: TaskDriver.BodySource = .request
+        _ kind: T.Type, _ request: URLRequest?, delivery: TaskDriver.Delivery, body: TaskDriver.BodySource = .request
     ) -> T {
-        typealias Make = (URLSession, Int, URLRequest, TaskDriver.Delivery, TaskDriver.BodySource) -> URLSessionTask
+        typealias Make = (URLSession, Int, URLRequest?, TaskDriver.Delivery, TaskDriver.BodySource) -> URLSessionTask
         let make: Make
         if kind == URLSessionUploadTask.self {
             make = { URLSessionUploadTask(session: $0, identifier: $1, request: $2, delivery: $3, body: $4) }
         } else if kind == URLSessionDownloadTask.self {
+            PartialDownloadFiles.sweepOnce()
             make = { URLSessionDownloadTask(session: $0, identifier: $1, request: $2, delivery: $3, body: $4) }
         } else {
             make = { URLSessionDataTask(session: $0, identifier: $1, request: $2, delivery: $3, body: $4) }
@@ -313,6 +344,23 @@ open class URLSession: NSObject, @unchecked Sendable {
         let task = make(self, identifier, request, delivery, body) as! T
         registry.withLock { $0.tasks[identifier] = task }
         return task
+    }
+
+    /// Replaces a data task that became a download task: the new task (a new identifier) takes
+    /// over the old one's driver and state; the data task is completed and hears nothing more.
+    func adoptAsDownload(_ dataTask: URLSessionDataTask) -> URLSessionDownloadTask {
+        let identifier = registry.withLock { registry -> Int in
+            let identifier = registry.nextTaskIdentifier
+            registry.nextTaskIdentifier += 1
+            return identifier
+        }
+        let download = URLSessionDownloadTask(session: self, identifier: identifier, replacing: dataTask)
+        registry.withLock { registry in
+            registry.tasks[identifier] = download
+            registry.tasks[dataTask.taskIdentifier] = nil
+        }
+        dataTask.storage.withLock { $0.state = .completed }
+        return download
     }
 
     /// A task delivered its last callback.

@@ -105,6 +105,9 @@ public protocol URLSessionDataDelegate: URLSessionTaskDelegate {
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void)
     /// Body bytes arrived (zero or more times, in order).
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data)
+    /// The data task became `downloadTask` (the `.becomeDownload` disposition): from now on its
+    /// events are the download task's.
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didBecome downloadTask: URLSessionDownloadTask)
     /// The response is about to be stored in the session's cache (after the last data, before
     /// the metrics and the completion): call `completionHandler` with it, with a replacement,
     /// or with nil to store nothing. Not asked for ephemeral sessions. When not implemented,
@@ -119,6 +122,10 @@ extension URLSessionDataDelegate {
         } else {
             completionHandler(.allow)
         }
+    }
+
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didBecome downloadTask: URLSessionDownloadTask) {
+        (forwardingTarget(session, dataTask) as? URLSessionDataDelegate)?.urlSession(session, dataTask: dataTask, didBecome: downloadTask)
     }
 
     public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
@@ -142,6 +149,10 @@ public protocol URLSessionDownloadDelegate: URLSessionTaskDelegate {
     /// Body bytes were written to the file (progress; calls are coalesced while the delegate
     /// queue is busy). `totalBytesExpectedToWrite` is -1 when the length is unknown.
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64)
+    /// A download made from resume data got its answer, before any `didWriteData`: it goes on
+    /// after the first `fileOffset` bytes of the partial file, or from 0 when the server sent
+    /// the whole entity again. `expectedTotalBytes` is the entity's length, -1 when unknown.
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64)
 }
 
 extension URLSessionDownloadDelegate {
@@ -151,5 +162,9 @@ extension URLSessionDownloadDelegate {
 
     public func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
         (forwardingTarget(session, downloadTask) as? URLSessionDownloadDelegate)?.urlSession(session, downloadTask: downloadTask, didWriteData: bytesWritten, totalBytesWritten: totalBytesWritten, totalBytesExpectedToWrite: totalBytesExpectedToWrite)
+    }
+
+    public func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64) {
+        (forwardingTarget(session, downloadTask) as? URLSessionDownloadDelegate)?.urlSession(session, downloadTask: downloadTask, didResumeAtOffset: fileOffset, expectedTotalBytes: expectedTotalBytes)
     }
 }

@@ -67,6 +67,17 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
         self.driver = TaskDriver(task: self, session: session, delivery: delivery, body: body)
     }
 
+    /// A task that takes over `task`'s load: its requests, state, counts and driver (a data
+    /// task that became a download task).
+    init(session: URLSession, identifier: Int, replacing task: URLSessionTask) {
+        self.session = session
+        self.identifier = identifier
+        self.original = task.originalRequest
+        self.storage = Mutex(task.storage.withLock { $0 })
+        super.init()
+        self.driver = task.driver
+    }
+
     /// Unique within the session.
     open var taskIdentifier: Int { identifier }
     /// The request the task was created with.
@@ -158,12 +169,16 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
 
     /// Cancels the task: it completes with `URLError(.cancelled)`.
     open func cancel() {
-        let proceed = storage.withLock { storage -> Bool in
+        if markCanceling() { driver.cancel() }
+    }
+
+    /// Moves a running or suspended task to `.canceling`; false when it was already ending.
+    func markCanceling() -> Bool {
+        storage.withLock { storage -> Bool in
             guard storage.state == .running || storage.state == .suspended else { return false }
             storage.state = .canceling
             return true
         }
-        if proceed { driver.cancel() }
     }
 
     open override func copy() -> Any { self }
@@ -186,6 +201,32 @@ open class URLSessionUploadTask: URLSessionDataTask, @unchecked Sendable {}
 ///
 /// The body streams to disk as it arrives, so memory use does not depend on its size. The file
 /// is handed over by `didFinishDownloadingTo` or the completion handler and deleted when they
-/// return; `download(for:)` leaves it to the caller. Resuming a download (resume data) is not
-/// offered by this build: `cancel(byProducingResumeData:)` is absent rather than inert.
-open class URLSessionDownloadTask: URLSessionTask, @unchecked Sendable {}
+/// return; `download(for:)` leaves it to the caller.
+///
+/// A download can go on later where it stopped: `cancel(byProducingResumeData:)` keeps the
+/// partial file and describes it in resume data, and a transfer that breaks mid-body puts resume
+/// data in its error (`URLError.downloadTaskResumeData`). Resume data exists only when the
+/// request was a GET whose response had a strong ETag or a Last-Modified date, accepted byte
+/// ranges, and was not content-coded. `URLSession.downloadTask(withResumeData:)` asks for the
+/// rest with `Range` and `If-Range`: a 206 continues the file, anything else starts it over,
+/// and `didResumeAtOffset` tells which.
+open class URLSessionDownloadTask: URLSessionTask, @unchecked Sendable {
+    /// Cancels the download and gives `completionHandler` (on the delegate queue, before the
+    /// completion) resume data for `URLSession.downloadTask(withResumeData:)`, or nil when the
+    /// download cannot be resumed. The partial file the data names is kept until it is
+    /// resumed, or for seven days.
+    open func cancel(byProducingResumeData completionHandler: @escaping @Sendable (Data?) -> Void) {
+        guard markCanceling() else {
+            session.delegateQueue.addOperation { completionHandler(nil) }
+            return
+        }
+        driver.cancel(producingResumeData: completionHandler)
+    }
+
+    /// Cancels the download and returns its resume data, or nil when it cannot be resumed.
+    open func cancelByProducingResumeData() async -> Data? {
+        await withCheckedContinuation { continuation in
+            cancel(byProducingResumeData: { continuation.resume(returning: $0) })
+        }
+    }
+}

@@ -135,7 +135,7 @@ struct DownloadTests {
         #expect(downloadFilesPresent() == before, "no download file is left behind")
     }
 
-    @Test("a completion handler gets the file, which is gone after it returns; the delegate's download callbacks are skipped")
+    @Test("a completion handler gets the file, which is gone after it returns; the delegate's download callbacks are skipped", .exclusiveDownloadFiles)
     func completionHandler() async throws {
         let recorder = DownloadRecorder()
         let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
@@ -158,7 +158,7 @@ struct DownloadTests {
         #expect(!events.contains("finish") && !events.contains("write") && !events.contains("complete"))
     }
 
-    @Test("download(for:) returns a file the caller owns, and the response")
+    @Test("download(for:) returns a file the caller owns, and the response", .exclusiveDownloadFiles)
     func asyncDownload() async throws {
         let (location, response) = try await URLSession.shared.download(from: nginx.url("/chunked/8m.bin"))
         defer { try? FileManager.default.removeItem(at: location) }
@@ -168,7 +168,7 @@ struct DownloadTests {
         #expect(intact)
     }
 
-    @Test("a 404 still downloads its body and completes without an error")
+    @Test("a 404 still downloads its body and completes without an error", .exclusiveDownloadFiles)
     func notFound() async throws {
         let (location, response) = try await URLSession.shared.download(from: nginx.url("/files/missing.txt"))
         defer { try? FileManager.default.removeItem(at: location) }
@@ -205,7 +205,7 @@ struct DownloadTests {
         #expect(downloadFilesPresent() == before)
     }
 
-    @Test("a file that cannot be written fails the task with .cannotWriteToFile and is deleted (mid-body, or when the last bytes are written at the end)", arguments: ["/files/1m.bin", "/files/hello.txt"], Disk.allCases)
+    @Test("a file that cannot be written fails the task with .cannotWriteToFile and is deleted (mid-body, or when the last bytes are written at the end)", .exclusiveDownloadFiles, arguments: ["/files/1m.bin", "/files/hello.txt"], Disk.allCases)
     func writeFailure(_ resource: String, _ disk: Disk) async throws {
         let session = URLSession(configuration: .uncached)
         disk.apply(to: session)
@@ -224,7 +224,7 @@ struct DownloadTests {
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 
-    @Test("a directory where no file can be made fails the task with .cannotCreateFile")
+    @Test("a directory where no file can be made fails the task with .cannotCreateFile", .exclusiveDownloadFiles)
     func createFailure() async throws {
         let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
@@ -296,7 +296,7 @@ struct DownloadTests {
         #expect(downloadFilesPresent() == before)
     }
 
-    @Test("tasks released as soon as they complete: nothing left on the loop touches them", arguments: ["download", "data"])
+    @Test("tasks released as soon as they complete: nothing left on the loop touches them", .exclusiveDownloadFiles, arguments: ["download", "data"])
     func releasedAtCompletion(_ kind: String) async throws {
         // The last read both ends the body and completes the task; the batch of progress or
         // data queued for the end of that read must not reach the task once it is gone.
@@ -317,7 +317,7 @@ struct DownloadTests {
         }
     }
 
-    @Test("download tasks are listed by getTasksWithCompletionHandler")
+    @Test("download tasks are listed by getTasksWithCompletionHandler", .exclusiveDownloadFiles)
     func listed() async throws {
         let session = URLSession(configuration: .uncached)
         defer { session.invalidateAndCancel() }
@@ -331,7 +331,7 @@ struct DownloadTests {
         #expect(downloads.map(\.taskIdentifier) == [download.taskIdentifier])
     }
 
-    @Test("an HTTP/2 download over TLS arrives whole")
+    @Test("an HTTP/2 download over TLS arrives whole", .exclusiveDownloadFiles)
     func http2() async throws {
         let recorder = DownloadRecorder()
         let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)

@@ -1,18 +1,24 @@
 // The URLSession workload client of the benchmark harness. The same file is built twice: as
 // courier-bench with Courier, and (run.sh writes the copy) as foundation-bench with
 // FoundationNetworking. It uses the public API as users do: async `data(for:)` in a loop (W1,
-// W4), a task group (W2), and for W3 a download task (to a file) or a data task whose delegate
-// drops the body (to the discarding sink).
+// W4), a task group (W2), for W3 a download task (to a file) or a data task whose delegate
+// drops the body (to the discarding sink), for U1 an upload task from a file, and for W3R a
+// download task cancelled for resume data and a second one made from that data.
 //
 //   <client> w1 URL COUNT                sequential GETs on one keep-alive connection
 //   <client> w2 URL COUNT CONCURRENCY    COUNT GETs, CONCURRENCY in flight
 //   <client> w3 URL SINK                 one download to SINK ("discard" or a file path)
 //   <client> w4 URL COUNT                sequential GETs (the server closes each connection)
+//   <client> u1 URL FILE                 one PUT of FILE, streamed from disk (the server
+//                                        answers with the number of body bytes it read)
+//   <client> w3r URL FILE [CUT]          one download to FILE, cancelled for resume data once
+//                                        CUT bytes are written (512 MiB), then resumed
 //
 // It prints one JSON object: requests, seconds (of the measured part), bytes, errors and, when
 // the malloc counter is preloaded, allocations.
 
 import BenchSupport
+import Dispatch
 import Foundation
 import Courier
 
@@ -25,6 +31,24 @@ func allocationCount() -> UInt64? {
     guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "courier_malloc_count") else { return nil }
     typealias Counter = @convention(c) () -> UInt64
     return unsafeBitCast(symbol, to: Counter.self)()
+}
+
+/// Moves a finished download's file to `destination`, replacing what is there.
+func moveDownload(_ location: URL, to destination: String) -> (any Error)? {
+    try? FileManager.default.removeItem(atPath: destination)
+    do {
+        try FileManager.default.moveItem(atPath: location.path, toPath: destination)
+    } catch {
+        return error
+    }
+    return nil
+}
+
+/// The size of the file at `path`, or -1 when there is none.
+func fileSize(_ path: String) -> Int {
+    guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+          let size = attributes[.size] as? NSNumber else { return -1 }
+    return size.intValue
 }
 
 /// Counts and drops a data task's body (W3 to the discarding sink), or moves a download task's
@@ -47,12 +71,7 @@ final class SinkDelegate: NSObject, URLSessionDataDelegate, URLSessionDownloadDe
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
         guard let destination else { return }
         bytes = Int(downloadTask.countOfBytesReceived)
-        try? FileManager.default.removeItem(atPath: destination)
-        do {
-            try FileManager.default.moveItem(atPath: location.path, toPath: destination)
-        } catch {
-            self.error = error
-        }
+        if let failure = moveDownload(location, to: destination) { error = failure }
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
@@ -61,9 +80,100 @@ final class SinkDelegate: NSObject, URLSessionDataDelegate, URLSessionDownloadDe
     }
 }
 
+/// U1: keeps the server's short answer to the upload (the number of body bytes it read).
+final class UploadDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    var answer = Data()
+    var error: (any Error)?
+    /// Set before the task starts; called once, on the delegate queue, when it completes.
+    var done: (@Sendable () -> Void)?
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        answer.append(data)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        self.error = error
+        done?()
+    }
+}
+
+/// W3R: cancels the first download task for resume data once `cut` bytes are written, starts
+/// a second task from that data, and moves the finished file to its destination. Everything
+/// runs on the session's (serial) delegate queue, the resume data handler included.
+final class ResumeDelegate: NSObject, URLSessionDownloadDelegate, @unchecked Sendable {
+    let destination: String
+    let cut: Int64
+    /// The session, to make the second task in.
+    weak var session: URLSession?
+    /// The task that is interrupted; set before it starts.
+    var firstTask = -1
+    /// Bytes written when the cancel was asked for.
+    var cancelledAt: Int64 = -1
+    /// What `didResumeAtOffset` told: the offset the second task went on from, and the whole length.
+    var resumedAt: Int64 = -1
+    var expectedTotal: Int64 = -1
+    var resumeDataBytes = 0
+    var cancelled: ContinuousClock.Instant?
+    var resumed: ContinuousClock.Instant?
+    /// Why the run failed; nil when it did not.
+    var failure: String?
+    /// Set before the first task starts; called once, when the run ends either way.
+    var done: (@Sendable () -> Void)?
+
+    init(destination: String, cut: Int64) {
+        self.destination = destination
+        self.cut = cut
+    }
+
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
+        guard downloadTask.taskIdentifier == firstTask, cancelled == nil, totalBytesWritten >= cut else { return }
+        cancelledAt = totalBytesWritten
+        cancelled = .now
+        downloadTask.cancel(byProducingResumeData: { data in self.goOn(from: data) })
+    }
+
+    /// The first task's resume data arrived: the second part starts from it.
+    func goOn(from data: Data?) {
+        guard let data, let session else {
+            finish("cancel(byProducingResumeData:) gave no resume data")
+            return
+        }
+        resumeDataBytes = data.count
+        resumed = .now
+        session.downloadTask(withResumeData: data).resume()
+    }
+
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64) {
+        resumedAt = fileOffset
+        expectedTotal = expectedTotalBytes
+    }
+
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+        if let error = moveDownload(location, to: destination) { failure = failure ?? "moving the file: \(error)" }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        if task.taskIdentifier == firstTask {
+            // The interrupted part ends cancelled, as asked; ending otherwise, it never reached the cut.
+            guard cancelled == nil else { return }
+            finish(error.map { "the first part failed: \($0)" } ?? "the download ended before \(cut) bytes were written")
+        } else {
+            finish(error.map { "the resumed part failed: \($0)" })
+        }
+    }
+
+    /// Ends the run, once; `why` is its failure, nil on success.
+    func finish(_ why: String?) {
+        if failure == nil { failure = why }
+        let finished = done
+        done = nil
+        finished?()
+    }
+}
+
 let arguments = CommandLine.arguments
 guard arguments.count >= 4, let url = URL(string: arguments[2]) else {
-    FileHandle.standardError.write(Data("usage: \(arguments[0]) w1|w2|w3|w4 URL COUNT|SINK [CONCURRENCY]\n".utf8))
+    FileHandle.standardError.write(Data("usage: \(arguments[0]) w1|w2|w3|w4|u1|w3r URL COUNT|SINK|FILE [CONCURRENCY|CUT]\n".utf8))
     exit(2)
 }
 let configuration = URLSessionConfiguration.ephemeral
@@ -106,6 +216,61 @@ case "w3":
     }
     let elapsed = ContinuousClock.now - start
     emit(["requests": delegate.error == nil ? 1 : 0, "seconds": seconds(elapsed), "bytes": delegate.bytes, "errors": delegate.error == nil ? 0 : 1])
+case "u1":
+    // One PUT whose body the upload task streams from the file. It counts as done only when
+    // the server answered 200 with the file's size: it read every byte.
+    let path = arguments[3]
+    let size = fileSize(path)
+    var upload = request
+    upload.httpMethod = "PUT"
+    let delegate = UploadDelegate()
+    let uploading = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+    let task = uploading.uploadTask(with: upload, fromFile: URL(fileURLWithPath: path))
+    let start = ContinuousClock.now
+    await withCheckedContinuation { continuation in
+        delegate.done = { continuation.resume() }
+        task.resume()
+    }
+    let elapsed = ContinuousClock.now - start
+    let status = (task.response as? HTTPURLResponse)?.statusCode ?? 0
+    let whole = delegate.error == nil && status == 200 && Int(String(decoding: delegate.answer, as: UTF8.self)) == size
+    emit(["requests": whole ? 1 : 0, "seconds": seconds(elapsed), "bytes": whole ? size : 0, "sent": Int(task.countOfBytesSent),
+          "status": status, "errors": whole ? 0 : 1])
+case "w3r":
+    // The W3 download to a file, cancelled for resume data once CUT bytes are written and
+    // finished by a task made from that data; timed over both parts and the pause between.
+    let destination = arguments[3]
+    let cut = arguments.count > 4 ? Int64(arguments[4]) ?? 512 << 20 : 512 << 20
+    let delegate = ResumeDelegate(destination: destination, cut: cut)
+    let resuming = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+    delegate.session = resuming
+    let first = resuming.downloadTask(with: request)
+    delegate.firstTask = first.taskIdentifier
+    // A part that never ends (a handler never called) fails the run rather than hanging it.
+    DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(300)) {
+        FileHandle.standardError.write(Data("w3r: not done after 300 s\n".utf8))
+        exit(3)
+    }
+    let start = ContinuousClock.now
+    await withCheckedContinuation { continuation in
+        delegate.done = { continuation.resume() }
+        first.resume()
+    }
+    let end = ContinuousClock.now
+    let size = fileSize(destination)
+    let whole = delegate.failure == nil && size > 0
+    var fields: [String: Any] = [
+        "requests": whole ? 1 : 0, "seconds": seconds(end - start), "bytes": whole ? size : 0, "errors": whole ? 0 : 1,
+        "cancelledAt": Int(delegate.cancelledAt), "resumedAt": Int(delegate.resumedAt),
+        "expectedTotal": Int(delegate.expectedTotal), "resumeDataBytes": delegate.resumeDataBytes,
+    ]
+    if let cancelled = delegate.cancelled, let resumed = delegate.resumed {
+        fields["firstSeconds"] = seconds(cancelled - start)
+        fields["pauseSeconds"] = seconds(resumed - cancelled)
+        fields["secondSeconds"] = seconds(end - resumed)
+    }
+    if let failure = delegate.failure { fields["failure"] = failure }
+    emit(fields)
 case "hit":
     // COUNT sequential data(for:) answered from the cache (memory, or disk with a memory
     // capacity of zero), after one load that stores the response.

@@ -1,0 +1,391 @@
+import CourierPolicies
+import CourierTransport
+import Foundation
+import Synchronization
+
+/// A data task's events for its delegates: `didReceive response`, `didReceive data` once per
+/// read, then metrics and completion.
+///
+/// Reading waits for the response's disposition, and so do the body and the completion: bytes
+/// that arrived meanwhile are held. `.allow` delivers them; `.becomeDownload` turns the task into
+/// a download task (`didBecome downloadTask`), whose file receives the held bytes and the rest
+/// through a ``FileSink``. A `multipart/x-mixed-replace` body is delivered part by part: a
+/// `didReceive response` for each part (its own header fields), then that part's data.
+final class DelegateDataSink: TaskSink {
+    /// Who hears of the data: resolved once, when the response arrives.
+    private struct Receiver {
+        let delegate: any URLSessionDataDelegate
+        let task: URLSessionDataTask
+    }
+
+    private enum Phase {
+        /// The delegate has the response and has not answered.
+        case awaitingDisposition
+        case delivering
+        /// Becoming a download: the held bytes go to the file; new ones wait behind them.
+        case switching(FileSink)
+        /// A download task now: everything goes to its file sink.
+        case download(FileSink)
+    }
+
+    private struct Pending {
+        var receiver: Receiver?
+        var phase = Phase.delivering
+        var response: URLResponse?
+        /// Bytes waiting for the next `didReceive data` call (which takes them all), or for the
+        /// disposition.
+        var data = Data()
+        /// Bytes handed to the delegate queue and not yet delivered.
+        var queuedBytes = 0
+        var batch = Batch()
+        /// A successful completion that came before the disposition.
+        var deferredCompletion: TaskOutcome?
+        /// The parts of a `multipart/x-mixed-replace` body.
+        var multipart: MultipartReplaceParser?
+        /// The parts could not be read: the task fails, and later bytes are dropped.
+        var multipartFailed = false
+    }
+
+    private let pending = Mutex(Pending())
+
+    var backlog: Int {
+        let (queued, file) = pending.withLock { pending -> (Int, FileSink?) in
+            if case .download(let file) = pending.phase { return (0, file) }
+            return (pending.queuedBytes, nil)
+        }
+        return file?.backlog ?? queued
+    }
+
+    var backlogLimits: BacklogLimits {
+        if case .download(let file) = pending.withLock({ $0.phase }) { return file.backlogLimits }
+        return .delivery
+    }
+
+    func begin(_ response: URLResponse, driver: TaskDriver) -> URLError? {
+        guard let delegate = driver.dataDelegate, let dataTask = driver.task as? URLSessionDataTask else { return nil }
+        let receiver = Receiver(delegate: delegate, task: dataTask)
+        if let contentType = (response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Content-Type"),
+           let boundary = MultipartReplaceParser.boundary(ofContentType: contentType) {
+            // Each part has its own response; the whole has none.
+            pending.withLock { pending in
+                pending.receiver = receiver
+                pending.response = response
+                pending.multipart = MultipartReplaceParser(boundary: boundary)
+            }
+            return nil
+        }
+        pending.withLock { pending in
+            pending.receiver = receiver
+            pending.response = response
+            pending.phase = .awaitingDisposition
+        }
+        driver.setAwaitingDisposition(true)
+        let session = driver.session
+        driver.enqueue { [self] in
+            delegate.urlSession(session, dataTask: dataTask, didReceive: response) { [self] disposition in
+                dispositionArrived(disposition, driver: driver)
+            }
+        }
+        return nil
+    }
+
+    func receive(_ bytes: UnsafeRawBufferPointer, from exchange: HTTPExchange?, driver: TaskDriver) -> URLError? {
+        enum Route { case none, forward(FileSink), parts(Receiver), deliver(Receiver, startBatch: Bool, crossedHigh: Bool) }
+        // Bytes join those not yet delivered; the delivery is queued once the loop has
+        // finished the current read: one hop to the delegate queue per batch, not per chunk
+        // (an HTTP/2 read carries several DATA frames).
+        let route = pending.withLock { pending -> Route in
+            switch pending.phase {
+            case .download(let file):
+                return .forward(file)
+            case .awaitingDisposition, .switching:
+                // Reading is paused: at most what the current read brought waits here.
+                pending.data.append(contentsOf: bytes)
+                return .none
+            case .delivering:
+                guard let receiver = pending.receiver else { return .none }
+                if pending.multipart != nil || pending.multipartFailed { return .parts(receiver) }
+                let before = pending.queuedBytes
+                pending.queuedBytes += bytes.count
+                pending.data.append(contentsOf: bytes)
+                let crossedHigh = BacklogLimits.delivery.crossedHigh(from: before, to: pending.queuedBytes)
+                return .deliver(receiver, startBatch: pending.batch.open(), crossedHigh: crossedHigh)
+            }
+        }
+        switch route {
+        case .none:
+            return nil
+        case .forward(let file):
+            return file.receive(bytes, from: exchange, driver: driver)
+        case .parts(let receiver):
+            return receiveParts(bytes, receiver, driver: driver)
+        case .deliver(let receiver, let startBatch, let crossedHigh):
+            // The backlog matters to reading only when it crosses a watermark.
+            if crossedHigh { driver.updateReading() }
+            if startBatch {
+                if let exchange {
+                    exchange.afterCurrentEvent { [self] in queueDelivery(receiver.delegate, receiver.task, driver) }
+                } else {
+                    queueDelivery(receiver.delegate, receiver.task, driver)
+                }
+            }
+            return nil
+        }
+    }
+
+    /// Queues the `didReceive data` call for the bytes pending, unless it is queued already.
+    private func queueDelivery(_ delegate: any URLSessionDataDelegate, _ dataTask: URLSessionDataTask, _ driver: TaskDriver) {
+        guard pending.withLock({ $0.batch.markQueued() }) else { return }
+        let session = driver.session
+        driver.enqueue { [self] in
+            let data = pending.withLock { pending -> Data in
+                pending.batch.close()
+                defer { pending.data = Data() }
+                return pending.data
+            }
+            delegate.urlSession(session, dataTask: dataTask, didReceive: data)
+            delivered(data.count, driver: driver)
+        }
+    }
+
+    /// Bytes reached the delegate: reading resumes when the backlog fell below its mark.
+    private func delivered(_ count: Int, driver: TaskDriver) {
+        let crossedLow = pending.withLock { pending -> Bool in
+            let before = pending.queuedBytes
+            pending.queuedBytes -= count
+            return BacklogLimits.delivery.crossedLow(from: before, to: pending.queuedBytes)
+        }
+        if crossedLow { driver.updateReading() }
+    }
+
+    // MARK: Disposition
+
+    private func dispositionArrived(_ disposition: URLSession.ResponseDisposition, driver: TaskDriver) {
+        switch disposition {
+        case .allow:
+            let (receiver, startBatch, deferred) = pending.withLock { pending -> (Receiver?, Bool, TaskOutcome?) in
+                guard case .awaitingDisposition = pending.phase else { return (nil, false, nil) }
+                pending.phase = .delivering
+                var startBatch = false
+                if !pending.data.isEmpty {
+                    pending.queuedBytes += pending.data.count
+                    startBatch = pending.batch.open()
+                }
+                defer { pending.deferredCompletion = nil }
+                return (pending.receiver, startBatch, pending.deferredCompletion)
+            }
+            if startBatch, let receiver { queueDelivery(receiver.delegate, receiver.task, driver) }
+            driver.setAwaitingDisposition(false)
+            if let deferred { complete(deferred, driver: driver) }
+        case .cancel:
+            let deferred = pending.withLock { pending -> TaskOutcome? in
+                guard case .awaitingDisposition = pending.phase else { return nil }
+                pending.phase = .delivering
+                pending.data = Data()
+                defer { pending.deferredCompletion = nil }
+                return pending.deferredCompletion
+            }
+            if var deferred {
+                // The body had come already: the task ends cancelled all the same.
+                let cancelled = URLError.courier(.cancelled, "cancelled", url: driver.currentURL)
+                deferred.error = cancelled
+                deferred.cacheProposal = nil
+                driver.task?.storage.withLock { $0.error = cancelled }
+                complete(deferred, driver: driver)
+            } else {
+                driver.task?.cancel()
+            }
+        case .becomeDownload:
+            becomeDownload(driver: driver)
+        }
+    }
+
+    /// Turns the task into a download task: the delegate hears `didBecome downloadTask`, the
+    /// held bytes go to a new file, then the rest of the body, and the download delegate's
+    /// events follow (for the new task).
+    private func becomeDownload(driver: TaskDriver) {
+        let threshold = driver.session.slowDiskWriteThreshold.withLock { $0 }
+        let file = FileSink(.delegate, slowWriteThreshold: threshold)
+        let start = pending.withLock { pending -> (Receiver, URLResponse)? in
+            guard case .awaitingDisposition = pending.phase, let receiver = pending.receiver, let response = pending.response else { return nil }
+            pending.phase = .switching(file)
+            return (receiver, response)
+        }
+        guard let (receiver, response) = start, let downloadTask = driver.becomeDownloadTask() else { return }
+        let session = driver.session
+        driver.enqueue {
+            receiver.delegate.urlSession(session, dataTask: receiver.task, didBecome: downloadTask)
+        }
+        if let error = file.begin(response, driver: driver) { driver.fail(error, with: .deliveryFailed) }
+        // The held bytes first; any that arrive meanwhile join them, in order.
+        var deferred: TaskOutcome?
+        while true {
+            let held = pending.withLock { pending -> Data? in
+                guard !pending.data.isEmpty else {
+                    pending.phase = .download(file)
+                    deferred = pending.deferredCompletion
+                    pending.deferredCompletion = nil
+                    return nil
+                }
+                defer { pending.data = Data() }
+                return pending.data
+            }
+            guard let held else { break }
+            if let error = held.withUnsafeBytes({ file.receive($0, from: nil, driver: driver) }) {
+                driver.fail(error, with: .deliveryFailed)
+            }
+        }
+        if let deferred { file.complete(deferred, driver: driver) }
+        driver.setAwaitingDisposition(false)
+    }
+
+    // MARK: multipart/x-mixed-replace
+
+    private enum PartEvent {
+        case response(HTTPURLResponse)
+        case data(Data)
+    }
+
+    /// Splits the bytes into parts and queues each part's response and data, in order.
+    private func receiveParts(_ bytes: UnsafeRawBufferPointer, _ receiver: Receiver, driver: TaskDriver) -> URLError? {
+        let input = Data(bytes)
+        let (events, failed) = pending.withLock { pending -> ([PartEvent], Bool) in
+            guard var parser = pending.multipart else { return ([], false) }
+            var events: [PartEvent] = []
+            let outer = pending.response as? HTTPURLResponse
+            var failure: MultipartReplaceParser.Failure?
+            input.withUnsafeBytes { bytes in
+                do throws(MultipartReplaceParser.Failure) {
+                    try parser.parse(bytes) { Self.collect($0, into: &events, outer: outer) }
+                } catch {
+                    failure = error
+                }
+            }
+            // After a failure nothing more is parsed (the task fails); what came before it is
+            // still delivered.
+            pending.multipart = failure == nil ? parser : nil
+            pending.multipartFailed = failure != nil
+            return (events, failure != nil)
+        }
+        queueParts(events, receiver, driver: driver)
+        guard !failed else {
+            return .courier(.cannotParseResponse, "A part of the multipart/x-mixed-replace response has a head over \(MultipartReplaceParser.maximumHeadBytes) bytes.", url: driver.currentURL)
+        }
+        return nil
+    }
+
+    /// Adds a parser event to the part events, joining body bytes of one part into one `Data`.
+    private static func collect(_ event: MultipartReplaceParser.Event, into events: inout [PartEvent], outer: HTTPURLResponse?) {
+        switch event {
+        case .partBegan(let fields):
+            guard let outer, let url = outer.url else { return }
+            var headers: [String: String] = [:]
+            for (name, value) in fields { headers[name] = headers[name].map { "\($0), \(value)" } ?? value }
+            if let part = HTTPURLResponse(url: url, statusCode: outer.statusCode, httpVersion: "HTTP/1.1", headerFields: headers) {
+                events.append(.response(part))
+            }
+        case .body(let bytes):
+            if case .data(var data) = events.last {
+                data.append(contentsOf: bytes)
+                events[events.count - 1] = .data(data)
+            } else {
+                events.append(.data(Data(bytes)))
+            }
+        case .partEnded:
+            break
+        }
+    }
+
+    private func queueParts(_ events: [PartEvent], _ receiver: Receiver, driver: TaskDriver) {
+        let session = driver.session
+        for event in events {
+            switch event {
+            case .response(let part):
+                driver.enqueue {
+                    receiver.delegate.urlSession(session, dataTask: receiver.task, didReceive: part) { disposition in
+                        if disposition == .cancel { receiver.task.cancel() }
+                    }
+                }
+            case .data(let data):
+                let crossedHigh = pending.withLock { pending -> Bool in
+                    let before = pending.queuedBytes
+                    pending.queuedBytes += data.count
+                    return BacklogLimits.delivery.crossedHigh(from: before, to: pending.queuedBytes)
+                }
+                if crossedHigh { driver.updateReading() }
+                driver.enqueue { [self] in
+                    receiver.delegate.urlSession(session, dataTask: receiver.task, didReceive: data)
+                    delivered(data.count, driver: driver)
+                }
+            }
+        }
+    }
+
+    // MARK: Completion
+
+    func complete(_ outcome: TaskOutcome, driver: TaskDriver) {
+        enum Route { case deferred, forward(FileSink), finish(Receiver?, [PartEvent]) }
+        let route = pending.withLock { pending -> Route in
+            switch pending.phase {
+            case .download(let file):
+                return .forward(file)
+            case .switching:
+                pending.deferredCompletion = outcome
+                return .deferred
+            case .awaitingDisposition where outcome.error == nil:
+                // The body came before the delegate answered: the answer decides.
+                pending.deferredCompletion = outcome
+                return .deferred
+            case .awaitingDisposition:
+                // A failure or a cancel ends the task whatever the delegate answers.
+                pending.phase = .delivering
+                pending.data = Data()
+                return .finish(pending.receiver, [])
+            case .delivering:
+                var events: [PartEvent] = []
+                if var parser = pending.multipart {
+                    let outer = pending.response as? HTTPURLResponse
+                    parser.finish { Self.collect($0, into: &events, outer: outer) }
+                    pending.multipart = parser
+                }
+                return .finish(pending.receiver, events)
+            }
+        }
+        switch route {
+        case .deferred:
+            return
+        case .forward(let file):
+            file.complete(outcome, driver: driver)
+        case .finish(let receiver, let events):
+            if let receiver {
+                if !events.isEmpty { queueParts(events, receiver, driver: driver) }
+                // Bytes still waiting for the end of the loop's read go first.
+                queueDelivery(receiver.delegate, receiver.task, driver)
+            }
+            finish(outcome, driver: driver)
+        }
+    }
+
+    /// Queues the cache proposal, the metrics and the completion.
+    private func finish(_ outcome: TaskOutcome, driver: TaskDriver) {
+        let taskDelegate = driver.taskDelegate
+        let session = driver.session
+        guard let task = driver.task else { return }
+        let finish: @Sendable () -> Void = {
+            driver.reportMetrics(outcome.metrics)
+            taskDelegate?.urlSession(session, task: task, didCompleteWithError: outcome.error)
+            driver.taskCompleted()
+        }
+        // Apple's order: the last data, `willCacheResponse`, the metrics, the completion.
+        if let (proposal, request) = outcome.cacheProposal, let dataTask = task as? URLSessionDataTask, let delegate = driver.dataDelegate {
+            driver.enqueue {
+                delegate.urlSession(session, dataTask: dataTask, willCacheResponse: proposal) { chosen in
+                    driver.store(chosen, for: request)
+                    driver.enqueue(finish)
+                }
+            }
+            return
+        }
+        driver.enqueue(finish)
+    }
+}
