@@ -37,13 +37,19 @@ final class DownloadFile: Sendable {
 
     /// Creates an empty file, readable only by this user, in `directory`.
     static func create(in directory: URL) throws(DownloadFileError) -> DownloadFile {
-        var template = Array(directory.appendingPathComponent("CourierDownload_XXXXXX.tmp").path.utf8CString)
-        let descriptor = template.withUnsafeMutableBufferPointer { courier_make_temporary_file($0.baseAddress!, 4) }
-        guard descriptor >= 0 else {
+        guard let (path, descriptor) = makeUniqueFile(in: directory, prefix: "CourierDownload_", suffix: ".tmp") else {
             throw DownloadFileError("Cannot create a file in \(directory.path): \(String(cString: strerror(errno))).")
         }
-        let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         return DownloadFile(url: URL(fileURLWithPath: path), descriptor: descriptor)
+    }
+
+    /// Creates a new file named `prefix`, six random characters and `suffix` in `directory`,
+    /// readable only by this user; its path and open descriptor, or nil (errno says why).
+    private static func makeUniqueFile(in directory: URL, prefix: String, suffix: String) -> (path: String, descriptor: Int32)? {
+        var template = Array(directory.appendingPathComponent("\(prefix)XXXXXX\(suffix)").path.utf8CString)
+        let descriptor = template.withUnsafeMutableBufferPointer { courier_make_temporary_file($0.baseAddress!, Int32(suffix.utf8.count)) }
+        guard descriptor >= 0 else { return nil }
+        return (template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }, descriptor)
     }
 
     /// Opens a partial file kept by resume data, cut to its first `offset` bytes, to go on
@@ -90,14 +96,11 @@ final class DownloadFile: Sendable {
             return nil
         }
         let directory = url.deletingLastPathComponent()
-        var template = Array(directory.appendingPathComponent("\(PartialDownloadFiles.prefix)XXXXXX\(PartialDownloadFiles.suffix)").path.utf8CString)
-        let placeholder = template.withUnsafeMutableBufferPointer { courier_make_temporary_file($0.baseAddress!, Int32(PartialDownloadFiles.suffix.utf8.count)) }
-        guard placeholder >= 0 else {
+        guard let (path, placeholder) = Self.makeUniqueFile(in: directory, prefix: PartialDownloadFiles.prefix, suffix: PartialDownloadFiles.suffix) else {
             unlink(url.path)
             return nil
         }
         Glibc.close(placeholder)
-        let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         // The rename replaces the placeholder that reserved the name.
         guard rename(url.path, path) == 0 else {
             unlink(path)

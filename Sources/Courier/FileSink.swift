@@ -124,34 +124,16 @@ final class FileSink: AsyncDelivering {
     func begin(_ response: URLResponse, driver: TaskDriver) -> URLError? {
         state.withLock { $0.beginning = true }
         let placement = driver.resumePlacement(for: response)
-        var made: Result<DownloadFile, URLError>
-        if let partial = placement?.partial {
-            // A resumed download goes on in its partial file, or starts it over.
-            made = .success(partial)
-            if placement?.offset == 0, !partial.startOver() {
-                partial.remove()
-                made = .failure(.courier(.cannotWriteToFile, partial.failure ?? "The partial download could not be emptied.", url: response.url))
-            }
-        } else {
-            do {
-                made = .success(try driver.session.makeDownloadFile.withLock { $0 }())
-            } catch {
-                let message = (error as? DownloadFileError)?.message ?? "Cannot create the download file: \(error)."
-                made = .failure(.courier(.cannotCreateFile, message, url: response.url))
-            }
-        }
-        if let placement, case .success = made {
-            state.withLock { state in
-                state.offset = placement.offset
-                state.bytesWritten = placement.offset
-            }
-            if placement.reportsResume { reportResume(placement, driver: driver) }
-        }
+        let made = makeFile(placement, response: response, driver: driver)
         // A cancel that raced with the making completed the task meanwhile: the file goes
         // before anyone hears of the completion.
         let deferred = state.withLock { state -> (@Sendable () -> Void)? in
             state.beginning = false
-            if !state.completed, case .success(let file) = made { state.file = file }
+            if !state.completed, case .success(let file) = made {
+                state.file = file
+                state.offset = placement?.offset ?? 0
+                state.bytesWritten = state.offset
+            }
             defer { state.deferredCompletion = nil }
             return state.deferredCompletion
         }
@@ -160,8 +142,32 @@ final class FileSink: AsyncDelivering {
             deferred()
             return nil
         }
-        if case .failure(let error) = made { return error }
-        return nil
+        switch made {
+        case .success:
+            if let placement, placement.reportsResume { reportResume(placement, driver: driver) }
+            return nil
+        case .failure(let error):
+            return error
+        }
+    }
+
+    /// The file the body goes to: a resumed download's partial file (emptied unless the
+    /// response continues it), else a new one.
+    private func makeFile(_ placement: ResumePlacement?, response: URLResponse, driver: TaskDriver) -> Result<DownloadFile, URLError> {
+        if let placement, let partial = placement.partial {
+            guard placement.offset > 0 || partial.startOver() else {
+                let reason = partial.failure ?? "The partial download could not be emptied."
+                partial.remove()
+                return .failure(.courier(.cannotWriteToFile, reason, url: response.url))
+            }
+            return .success(partial)
+        }
+        do {
+            return .success(try driver.session.makeDownloadFile.withLock { $0 }())
+        } catch {
+            let message = (error as? DownloadFileError)?.message ?? "Cannot create the download file: \(error)."
+            return .failure(.courier(.cannotCreateFile, message, url: response.url))
+        }
     }
 
     func receive(_ bytes: UnsafeRawBufferPointer, from exchange: HTTPExchange?, driver: TaskDriver) -> URLError? {
@@ -303,12 +309,7 @@ final class FileSink: AsyncDelivering {
             if let file, error != nil, let recipe = outcome.resume?.recipe, file.failure == nil {
                 resumeData = keep(file, rest: rest, recipe: recipe)
             } else if let file {
-                if error == nil, let rest, rest.count > 0, file.write(rest.bytes) {
-                    state.withLock { state in
-                        state.bytesWritten += Int64(rest.count)
-                        state.unreported += Int64(rest.count)
-                    }
-                }
+                if error == nil { writeLast(rest, to: file) }
                 // What the loop wrote since the last report, and the last chunk.
                 let last = state.withLock { state -> (count: Int64, total: Int64) in
                     defer { state.unreported = 0 }
@@ -334,9 +335,7 @@ final class FileSink: AsyncDelivering {
     /// Keeps the file of a download that stopped mid-body as a partial file, with the last
     /// chunk written; its resume data, or nil (and the file is gone) when it could not be kept.
     private func keep(_ file: DownloadFile, rest: Chunk?, recipe: ResumeOffer.Recipe) -> Data? {
-        if let rest, rest.count > 0, file.write(rest.bytes) {
-            state.withLock { $0.bytesWritten += Int64(rest.count) }
-        }
+        writeLast(rest, to: file)
         let offset = state.withLock { $0.bytesWritten }
         guard file.failure == nil, let kept = file.keep() else {
             file.remove()
@@ -347,6 +346,15 @@ final class FileSink: AsyncDelivering {
             return nil
         }
         return data
+    }
+
+    /// Writes the chunk the loop was filling when the task ended, and counts it.
+    private func writeLast(_ rest: Chunk?, to file: DownloadFile) {
+        guard let rest, rest.count > 0, file.write(rest.bytes) else { return }
+        state.withLock { state in
+            state.bytesWritten += Int64(rest.count)
+            state.unreported += Int64(rest.count)
+        }
     }
 
     /// Closes a finished download (a failed write or close fails the task), or deletes the file

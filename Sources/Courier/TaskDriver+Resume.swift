@@ -18,6 +18,22 @@ struct ResumeState {
     var sendsRange = true
 }
 
+/// What a resumed download's next request asks for: the bytes after `offset`, if the entity
+/// still has `validator`.
+struct ResumeRange {
+    var offset: Int64
+    var validator: String
+}
+
+extension TaskDriver.State {
+    /// The range the next request of a resumed download asks for; nil when it asks for the
+    /// whole entity (not resumed, no partial file, or the server refused the range).
+    var resumeRange: ResumeRange? {
+        guard resume?.sendsRange == true, resume?.partial != nil, let data = resume?.data else { return nil }
+        return ResumeRange(offset: data.offset, validator: data.validator)
+    }
+}
+
 /// What a download task's sink is given at the end to make resume data.
 struct ResumeOffer: Sendable {
     /// The handler of `cancel(byProducingResumeData:)`, called once with the data or nil.
@@ -66,14 +82,17 @@ extension TaskDriver {
         task?.storage.withLock { $0.currentRequest = data.currentRequest }
     }
 
-    /// Opens the partial file when the task starts; a file that is gone, shortened or not
-    /// Courier's makes the download start over with a whole request.
-    func openPartialFile() {
-        guard let (url, offset) = state.withLock({ state -> (URL, Int64)? in
-            guard let resume = state.resume, !resume.opened else { return nil }
+    /// Readies a task made from resume data as it starts: opens the partial file (one that is
+    /// gone, shortened or not Courier's makes the download start over with a whole request).
+    /// Returns the error the task fails with instead, when its resume data cannot be used.
+    func prepareResume() -> URLError? {
+        let (failure, partialFile) = state.withLock { state -> (URLError?, (url: URL, offset: Int64)?) in
+            if let failure = state.startFailure { return (failure, nil) }
+            guard let resume = state.resume, !resume.opened else { return (nil, nil) }
             state.resume?.opened = true
-            return (resume.data.partialFile, resume.data.offset)
-        }) else { return }
+            return (nil, (resume.data.partialFile, resume.data.offset))
+        }
+        guard let (url, offset) = partialFile else { return failure }
         let partial = DownloadFile.reopen(partial: url, at: offset)
         if partial == nil {
             logger.debug("resume data's partial file is gone: starting over", metadata: ["task": "\(identifier)", "file": "\(url.path)"])
@@ -82,18 +101,18 @@ extension TaskDriver {
             state.resume?.partial = partial
             if partial == nil { state.resume?.sendsRange = false }
         }
+        return nil
     }
 
-    /// Asks for the rest of the entity on a resumed task's request; true when it did.
-    func addResumeRange(to request: inout TransportRequest) -> Bool {
-        let range = state.withLock { state -> (offset: Int64, validator: String)? in
-            guard state.resume?.sendsRange == true, state.resume?.partial != nil, let data = state.resume?.data else { return nil }
-            return (data.offset, data.validator)
-        }
-        guard let range else { return false }
+    /// Asks for `range`, the rest of a resumed download's entity, on its request.
+    static func addResumeRange(_ range: ResumeRange, to request: inout TransportRequest) {
         request.head.fields.set(name: "Range", value: "bytes=\(range.offset)-")
         request.head.fields.set(name: "If-Range", value: range.validator)
-        return true
+    }
+
+    /// Makes the task fail with `error` as soon as it starts (resume data it cannot use).
+    func failWhenStarted(_ error: URLError) {
+        state.withLock { $0.startFailure = error }
     }
 
     /// True when `head` answers the range of a resumed task in a way that cannot continue the

@@ -153,11 +153,10 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     // MARK: Control (any thread)
 
     func start() {
-        if let failure = state.withLock({ $0.startFailure }) {
+        if let failure = prepareResume() {
             fail(failure, with: .cancelRequested)
             return
         }
-        openPartialFile()
         if session.isInvalidated {
             state.withLock { $0.failure = .courier(.cancelled, "The session was invalidated before the task started.", url: originalURL) }
             run(state.withLock { $0.machine.handle(.cancelRequested) })
@@ -336,7 +335,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
 
     /// Sends the current request as a new exchange.
     func startExchange() {
-        let (request, source, deadline) = state.withLock { ($0.request, $0.bodySource, $0.deadline) }
+        let (request, source, deadline, resumeRange) = state.withLock { ($0.request, $0.bodySource, $0.deadline, $0.resumeRange) }
         if let url = request?.url, LocalLoad.loads(url) {
             startLocalLoad(url)
             return
@@ -344,12 +343,11 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         var transportRequest: TransportRequest
         var hop: ProxyHop?
         var sent: (server: SentCredential?, proxy: SentCredential?) = (nil, nil)
-        var sendsRange = false
         do {
             guard let request, let url = request.url else { throw URLError.courier(.unsupportedURL, "The task has no request.", url: nil) }
             let proxy = try proxy(for: url)
             transportRequest = try RequestBuilder.make(request, configuration: session.frozenConfiguration, body: source, proxy: proxy)
-            sendsRange = addResumeRange(to: &transportRequest)
+            if let resumeRange { Self.addResumeRange(resumeRange, to: &transportRequest) }
             if let proxy, case .http = proxy.kind {
                 hop = ProxyHop(server: proxy, isTunnel: transportRequest.origin.scheme == .https, tunnelTarget: transportRequest.origin.hostAndPort)
             }
@@ -397,7 +395,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             state.transportRequest = transportRequest
             state.proxy = hop
             state.tunnelRefused = false
-            state.resumeRangeSent = sendsRange
+            state.resumeRangeSent = resumeRange != nil
             state.authentication.sentServer = sent.server
             state.authentication.sentProxy = sent.proxy
             state.exchange = exchange

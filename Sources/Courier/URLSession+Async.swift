@@ -25,9 +25,7 @@ extension URLSession {
     /// Downloads a request's body to a temporary file and returns the file and the response.
     /// The file belongs to the caller: move it, or delete it when done.
     public func download(for request: URLRequest, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (URL, URLResponse) {
-        let (payload, response) = try await load(makeTask(URLSessionDownloadTask.self, request, delivery: .async), delegate: delegate)
-        guard case .file(let location) = payload else { preconditionFailure("a download task returns a file") }
-        return (location, response)
+        try await runDownload(makeTask(URLSessionDownloadTask.self, request, delivery: .async), delegate: delegate)
     }
 
     /// Downloads a URL to a temporary file and returns the file and the response.
@@ -38,7 +36,11 @@ extension URLSession {
     /// Goes on with a download from resume data and returns the whole file and the response.
     /// Resume data that is not Courier's, or is damaged, throws `.cannotDecodeRawData`.
     public func download(resumeFrom resumeData: Data, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (URL, URLResponse) {
-        let (payload, response) = try await load(resumedDownloadTask(resumeData, delivery: .async), delegate: delegate)
+        try await runDownload(resumedDownloadTask(resumeData, delivery: .async), delegate: delegate)
+    }
+
+    private func runDownload(_ task: URLSessionTask, delegate: (any URLSessionTaskDelegate)?) async throws -> (URL, URLResponse) {
+        let (payload, response) = try await load(task, delegate: delegate)
         guard case .file(let location) = payload else { preconditionFailure("a download task returns a file") }
         return (location, response)
     }

@@ -232,7 +232,7 @@ open class URLSession: NSObject, @unchecked Sendable {
             return task
         } catch {
             let task = makeTask(URLSessionDownloadTask.self, nil, delivery: delivery)
-            task.driver.state.withLock { $0.startFailure = error }
+            task.driver.failWhenStarted(error)
             return task
         }
     }
@@ -336,11 +336,7 @@ open class URLSession: NSObject, @unchecked Sendable {
         } else {
             make = { URLSessionDataTask(session: $0, identifier: $1, request: $2, delivery: $3, body: $4) }
         }
-        let identifier = registry.withLock { registry -> Int in
-            let identifier = registry.nextTaskIdentifier
-            registry.nextTaskIdentifier += 1
-            return identifier
-        }
+        let identifier = nextTaskIdentifier()
         let task = make(self, identifier, request, delivery, body) as! T
         registry.withLock { $0.tasks[identifier] = task }
         return task
@@ -349,11 +345,7 @@ open class URLSession: NSObject, @unchecked Sendable {
     /// Replaces a data task that became a download task: the new task (a new identifier) takes
     /// over the old one's driver and state; the data task is completed and hears nothing more.
     func adoptAsDownload(_ dataTask: URLSessionDataTask) -> URLSessionDownloadTask {
-        let identifier = registry.withLock { registry -> Int in
-            let identifier = registry.nextTaskIdentifier
-            registry.nextTaskIdentifier += 1
-            return identifier
-        }
+        let identifier = nextTaskIdentifier()
         let download = URLSessionDownloadTask(session: self, identifier: identifier, replacing: dataTask)
         registry.withLock { registry in
             registry.tasks[identifier] = download
@@ -361,6 +353,14 @@ open class URLSession: NSObject, @unchecked Sendable {
         }
         dataTask.storage.withLock { $0.state = .completed }
         return download
+    }
+
+    /// A new task's identifier, unique within the session.
+    private func nextTaskIdentifier() -> Int {
+        registry.withLock { registry -> Int in
+            defer { registry.nextTaskIdentifier += 1 }
+            return registry.nextTaskIdentifier
+        }
     }
 
     /// A task delivered its last callback.

@@ -164,15 +164,6 @@ public struct MultipartReplaceParser {
     }
 
     private func find(_ pattern: [UInt8], from start: Int) -> Int? {
-        guard buffer.count - start >= pattern.count else { return nil }
-        let first = pattern[0]
-        var index = start
-        let last = buffer.count - pattern.count
-        while index <= last {
-            guard let candidate = buffer[index...last].firstIndex(of: first) else { return nil }
-            if buffer[candidate..<(candidate + pattern.count)].elementsEqual(pattern) { return candidate }
-            index = candidate + 1
-        }
-        return nil
+        buffer[start...].firstRange(of: pattern)?.lowerBound
     }
 }

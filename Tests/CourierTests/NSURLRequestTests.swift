@@ -347,8 +347,6 @@ struct NSURLRequestTests {
         #expect(NSURLRequest.CachePolicy.reloadIgnoringCacheData == .reloadIgnoringLocalCacheData)
         #expect(NSURLRequest.CachePolicy(rawValue: 4) == .reloadIgnoringLocalAndRemoteCacheData)
         #expect(NSURLRequest.CachePolicy(rawValue: 6) == nil)
-        let policy: URLRequest.CachePolicy = NSURLRequest.CachePolicy.returnCacheDataDontLoad
-        #expect(policy == .returnCacheDataDontLoad)
     }
 
     @Test("network service types have FoundationNetworking's and Apple's raw values")

@@ -16,10 +16,10 @@ final class BecomeDownloadRecorder: NSObject, URLSessionDataDelegate, URLSession
     struct Record {
         /// Event names in order; consecutive "data" and "write" are collapsed.
         var events: [String] = []
-        var response: URLResponse?
         var responseTask: Int?
-        var dataTask: URLSessionDataTask?
         var downloadTask: URLSessionDownloadTask?
+        /// The data task `didBecome` named.
+        var becameFrom: URLSessionDataTask?
         var becomeCount = 0
         var dataTaskStateAtBecome: URLSessionTask.State?
         var downloadStateAtBecome: URLSessionTask.State?
@@ -61,9 +61,7 @@ final class BecomeDownloadRecorder: NSObject, URLSessionDataDelegate, URLSession
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
         note(session, "response") { record in
-            record.response = response
             record.responseTask = dataTask.taskIdentifier
-            record.dataTask = dataTask
         }
         let answer = self.disposition
         guard let delay = delayMilliseconds else {
@@ -71,7 +69,7 @@ final class BecomeDownloadRecorder: NSObject, URLSessionDataDelegate, URLSession
             return
         }
         // Later, from another thread.
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(delay)) { [self] in
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(delay)) {
             completionHandler(answer)
         }
     }
@@ -82,7 +80,7 @@ final class BecomeDownloadRecorder: NSObject, URLSessionDataDelegate, URLSession
             record.downloadTask = downloadTask
             record.dataTaskStateAtBecome = dataTask.state
             record.downloadStateAtBecome = downloadTask.state
-            if record.dataTask == nil { record.dataTask = dataTask }
+            record.becameFrom = dataTask
         }
         guard asksForTasksOnBecome else { return }
         session.getAllTasks { [self] tasks in
@@ -178,6 +176,21 @@ struct BecomeDownloadTests {
         nginx = try NginxServer.shared()
     }
 
+    /// Runs a data task for `request` in a new session whose delegate is `recorder`, expects the
+    /// task's completion, and runs `check` with the data task; the session is invalidated after
+    /// `check`.
+    func load(
+        _ request: URLRequest, with recorder: BecomeDownloadRecorder, sourceLocation: SourceLocation = #_sourceLocation,
+        check: (URLSessionDataTask) async throws -> Void
+    ) async throws {
+        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let dataTask = session.dataTask(with: request)
+        dataTask.resume()
+        #expect(await recorder.waitForCompletion(), sourceLocation: sourceLocation)
+        try await check(dataTask)
+    }
+
     /// The checks every successful becomeDownload shares.
     func expectBecameDownload(
         _ recorder: BecomeDownloadRecorder, dataTask: URLSessionDataTask, request: URLRequest, body: [UInt8], expectedLength: Int64?,
@@ -195,7 +208,7 @@ struct BecomeDownloadTests {
         #expect(record.becomeCount == 1, sourceLocation: sourceLocation)
         #expect(record.offQueue == 0, "every call on the delegate queue", sourceLocation: sourceLocation)
         #expect(record.responseTask == dataTask.taskIdentifier, sourceLocation: sourceLocation)
-        #expect(record.dataTask === dataTask, "didBecome names the data task", sourceLocation: sourceLocation)
+        #expect(record.becameFrom === dataTask, "didBecome names the data task", sourceLocation: sourceLocation)
 
         // The new task: a new identifier, the same requests.
         #expect(id != dataTask.taskIdentifier, sourceLocation: sourceLocation)
@@ -244,17 +257,14 @@ struct BecomeDownloadTests {
     func becomeDownloadAtOnce(_ path: String) async throws {
         let before = downloadFilesPresent()
         let recorder = BecomeDownloadRecorder(disposition: .becomeDownload)
-        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
         let request = URLRequest(url: nginx.url(path))
-        let dataTask = session.dataTask(with: request)
-        dataTask.resume()
-        #expect(await recorder.waitForCompletion())
-        let name = String(path.split(separator: "/").last!)
-        let fixture = try #require(NginxServer.fixtures[name])
-        try expectBecameDownload(recorder, dataTask: dataTask, request: request, body: fixture,
-                                 expectedLength: path.hasPrefix("/chunked/") ? -1 : Int64(fixture.count))
-        #expect(downloadFilesPresent() == before, "no download file is left behind")
+        try await load(request, with: recorder) { dataTask in
+            let name = String(path.split(separator: "/").last!)
+            let fixture = try #require(NginxServer.fixtures[name])
+            try expectBecameDownload(recorder, dataTask: dataTask, request: request, body: fixture,
+                                     expectedLength: path.hasPrefix("/chunked/") ? -1 : Int64(fixture.count))
+            #expect(downloadFilesPresent() == before, "no download file is left behind")
+        }
     }
 
     @Test("answered 300 ms late from another thread: the body that arrived meanwhile waits and goes to the file first", .exclusiveDownloadFiles, arguments: HeldBody.allCases)
@@ -263,36 +273,30 @@ struct BecomeDownloadTests {
         let (url, body, server) = try held.source(nginx)
         defer { server?.stop() }
         let recorder = BecomeDownloadRecorder(disposition: .becomeDownload, delayMilliseconds: 300)
-        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
         let request = URLRequest(url: url)
-        let dataTask = session.dataTask(with: request)
-        dataTask.resume()
-        #expect(await recorder.waitForCompletion())
-        try expectBecameDownload(recorder, dataTask: dataTask, request: request, body: body, expectedLength: Int64(body.count))
-        #expect(downloadFilesPresent() == before, "no download file is left behind")
+        try await load(request, with: recorder) { dataTask in
+            try expectBecameDownload(recorder, dataTask: dataTask, request: request, body: body, expectedLength: Int64(body.count))
+            #expect(downloadFilesPresent() == before, "no download file is left behind")
+        }
     }
 
     @Test("getAllTasks during the download lists the download task, running, and not the data task", .exclusiveDownloadFiles)
     func tasksDuringDownload() async throws {
         let recorder = BecomeDownloadRecorder(disposition: .becomeDownload, asksForTasksOnBecome: true)
-        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
         // Served at 1 MB/s: the download runs for about a second after didBecome.
         let request = URLRequest(url: nginx.url("/slow/1m.bin"))
-        let dataTask = session.dataTask(with: request)
-        dataTask.resume()
-        #expect(await recorder.waitForCompletion())
-        #expect(await pollUntil(timeout: .seconds(5)) { recorder.snapshot.liveTasks != nil && recorder.snapshot.liveByKind != nil })
-        let record = recorder.snapshot
-        let download = try #require(record.downloadTask)
-        #expect(record.downloadStateAtBecome == .running)
-        #expect(record.dataTaskStateAtBecome == .completed)
-        #expect(record.liveTasks == [download.taskIdentifier])
-        #expect(record.liveByKind?.data.isEmpty == true, "the data task is no longer listed")
-        #expect(record.liveByKind?.uploads.isEmpty == true)
-        #expect(record.liveByKind?.downloads == [download.taskIdentifier])
-        try expectBecameDownload(recorder, dataTask: dataTask, request: request, body: NginxServer.fixtures["1m.bin"]!, expectedLength: 1024 * 1024)
+        try await load(request, with: recorder) { dataTask in
+            #expect(await pollUntil(timeout: .seconds(5)) { recorder.snapshot.liveTasks != nil && recorder.snapshot.liveByKind != nil })
+            let record = recorder.snapshot
+            let download = try #require(record.downloadTask)
+            #expect(record.downloadStateAtBecome == .running)
+            #expect(record.dataTaskStateAtBecome == .completed)
+            #expect(record.liveTasks == [download.taskIdentifier])
+            #expect(record.liveByKind?.data.isEmpty == true, "the data task is no longer listed")
+            #expect(record.liveByKind?.uploads.isEmpty == true)
+            #expect(record.liveByKind?.downloads == [download.taskIdentifier])
+            try expectBecameDownload(recorder, dataTask: dataTask, request: request, body: NginxServer.fixtures["1m.bin"]!, expectedLength: 1024 * 1024)
+        }
     }
 
     @Test("a late .allow still delivers every byte that waited, then the completion", arguments: HeldBody.allCases)
@@ -300,25 +304,22 @@ struct BecomeDownloadTests {
         let (url, body, server) = try held.source(nginx)
         defer { server?.stop() }
         let recorder = BecomeDownloadRecorder(disposition: .allow, delayMilliseconds: 300)
-        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
-        let dataTask = session.dataTask(with: URLRequest(url: url))
-        dataTask.resume()
-        #expect(await recorder.waitForCompletion())
-        let record = recorder.snapshot
-        #expect(record.events == (body.isEmpty ? ["response", "metrics", "complete"] : ["response", "data", "metrics", "complete"]))
-        #expect(record.offQueue == 0)
-        #expect(record.becomeCount == 0)
-        #expect(record.downloadTask == nil)
-        let intact = Array(record.data) == body
-        #expect(intact, "every byte, in order: got \(record.data.count) of \(body.count)")
-        if !body.isEmpty { #expect(record.dataTasks == [dataTask.taskIdentifier]) }
-        #expect(record.completions.count == 1)
-        #expect(record.completions.first?.task == dataTask.taskIdentifier)
-        #expect(record.completions.first.map { $0.error == nil } == true)
-        #expect(record.written.isEmpty && record.finishTasks.isEmpty, "no download events")
-        #expect(dataTask.state == .completed)
-        #expect(dataTask.countOfBytesReceived == Int64(body.count))
+        try await load(URLRequest(url: url), with: recorder) { dataTask in
+            let record = recorder.snapshot
+            #expect(record.events == (body.isEmpty ? ["response", "metrics", "complete"] : ["response", "data", "metrics", "complete"]))
+            #expect(record.offQueue == 0)
+            #expect(record.becomeCount == 0)
+            #expect(record.downloadTask == nil)
+            let intact = Array(record.data) == body
+            #expect(intact, "every byte, in order: got \(record.data.count) of \(body.count)")
+            if !body.isEmpty { #expect(record.dataTasks == [dataTask.taskIdentifier]) }
+            #expect(record.completions.count == 1)
+            #expect(record.completions.first?.task == dataTask.taskIdentifier)
+            #expect(record.completions.first.map { $0.error == nil } == true)
+            #expect(record.written.isEmpty && record.finishTasks.isEmpty, "no download events")
+            #expect(dataTask.state == .completed)
+            #expect(dataTask.countOfBytesReceived == Int64(body.count))
+        }
     }
 
     @Test("a late .cancel on a body that arrived fails with .cancelled and delivers no data", arguments: [HeldBody.hundred, .scriptedOneWrite])
@@ -326,21 +327,18 @@ struct BecomeDownloadTests {
         let (url, _, server) = try held.source(nginx)
         defer { server?.stop() }
         let recorder = BecomeDownloadRecorder(disposition: .cancel, delayMilliseconds: 300)
-        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
-        let dataTask = session.dataTask(with: URLRequest(url: url))
-        dataTask.resume()
-        #expect(await recorder.waitForCompletion())
-        let record = recorder.snapshot
-        #expect(record.events.filter { $0 != "metrics" } == ["response", "complete"])
-        #expect(record.data.isEmpty)
-        #expect(record.becomeCount == 0)
-        #expect(record.completions.count == 1)
-        #expect(record.completions.first?.task == dataTask.taskIdentifier)
-        #expect(urlErrorCode(record.completions.first?.error) == .cancelled)
-        #expect(dataTask.state == .completed)
-        // The task's own error too, also when the body had come before the answer.
-        #expect(urlErrorCode(dataTask.error) == .cancelled)
+        try await load(URLRequest(url: url), with: recorder) { dataTask in
+            let record = recorder.snapshot
+            #expect(record.events.filter { $0 != "metrics" } == ["response", "complete"])
+            #expect(record.data.isEmpty)
+            #expect(record.becomeCount == 0)
+            #expect(record.completions.count == 1)
+            #expect(record.completions.first?.task == dataTask.taskIdentifier)
+            #expect(urlErrorCode(record.completions.first?.error) == .cancelled)
+            #expect(dataTask.state == .completed)
+            // The task's own error too, also when the body had come before the answer.
+            #expect(urlErrorCode(dataTask.error) == .cancelled)
+        }
     }
 
     @Test("a data task with a completion handler ignores the delegate's disposition question: no didBecome, the whole body to the handler")

@@ -7,11 +7,10 @@ import _CourierTestSupport
 /// Records a data task's `multipart/x-mixed-replace` parts: each `didReceive response` opens a
 /// part, the `didReceive data` calls after it fill it. Answers `.cancel` to the response of part
 /// `cancelAtPart` (counting from 1), `.allow` to the others.
-final class PartRecorder: NSObject, URLSessionDataDelegate, URLSessionDownloadDelegate, @unchecked Sendable {
+final class PartRecorder: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     struct Part {
         var response: URLResponse
         var data = Data()
-        var dataCalls = 0
 
         var http: HTTPURLResponse? { response as? HTTPURLResponse }
         func field(_ name: String) -> String? { http?.value(forHTTPHeaderField: name) }
@@ -63,16 +62,7 @@ final class PartRecorder: NSObject, URLSessionDataDelegate, URLSessionDownloadDe
                 return
             }
             record.parts[record.parts.count - 1].data.append(data)
-            record.parts[record.parts.count - 1].dataCalls += 1
         }
-    }
-
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didBecome downloadTask: URLSessionDownloadTask) {
-        note(session, "become")
-    }
-
-    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
-        note(session, "finish")
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
@@ -103,8 +93,8 @@ private struct MultipartStreamWriter {
     let connection: ScriptedConnection
     let framing: MultipartFraming
 
-    func head(status: String = "200 OK", contentType: String = "multipart/x-mixed-replace; boundary=XYZ") {
-        var head = "HTTP/1.1 \(status)\r\nContent-Type: \(contentType)\r\nCache-Control: no-store\r\nX-Outer: yes\r\n"
+    func head(status: String = "200 OK") {
+        var head = "HTTP/1.1 \(status)\r\nContent-Type: multipart/x-mixed-replace; boundary=XYZ\r\nCache-Control: no-store\r\nX-Outer: yes\r\n"
         switch framing {
         case .closeDelimited: head += "Connection: close\r\n"
         case .chunked: head += "Transfer-Encoding: chunked\r\n"
@@ -167,8 +157,19 @@ struct MultipartReplaceTests {
         return bytes
     }()
 
-    func makeSession(_ recorder: PartRecorder) -> URLSession {
-        URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
+    /// Loads `url` in a data task of a new session whose delegate is `recorder`, expects the
+    /// task's completion, and runs `check` with the task and what the recorder saw then; the
+    /// session is invalidated after `check` (the test's server outlives both).
+    func load(
+        _ url: URL, with recorder: PartRecorder, sourceLocation: SourceLocation = #_sourceLocation,
+        check: (URLSessionDataTask, PartRecorder.Record) async throws -> Void
+    ) async throws {
+        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let task = session.dataTask(with: url)
+        task.resume()
+        #expect(await recorder.waitForCompletion(), sourceLocation: sourceLocation)
+        try await check(task, recorder.snapshot)
     }
 
     @Test("three parts streamed with pauses, the second 200 KiB of binary: three responses, each part's bytes exactly, then completion", arguments: MultipartFraming.allCases)
@@ -203,39 +204,35 @@ struct MultipartReplaceTests {
             connection.readToEOF(timeout: 2)
         }
         defer { server.stop() }
-        let session = makeSession(recorder)
-        defer { session.finishTasksAndInvalidate() }
         let url = server.url("/stream")
-        let task = session.dataTask(with: url)
-        task.resume()
-        #expect(await recorder.waitForCompletion())
-        let record = recorder.snapshot
-        #expect(record.error == nil, "\(String(describing: record.error))")
-        #expect(record.completions == 1)
-        #expect(record.events == ["response", "data", "response", "data", "response", "data", "complete"])
-        #expect(record.strayData == 0)
-        #expect(record.emptyDataCalls == 0)
-        #expect(record.offQueue == 0)
-        #expect(firstDeliveredEarly.isSet, "the first part reached the delegate before the rest was sent")
-        try #require(record.parts.count == 3)
+        try await load(url, with: recorder) { task, record in
+            #expect(record.error == nil, "\(String(describing: record.error))")
+            #expect(record.completions == 1)
+            #expect(record.events == ["response", "data", "response", "data", "response", "data", "complete"])
+            #expect(record.strayData == 0)
+            #expect(record.emptyDataCalls == 0)
+            #expect(record.offQueue == 0)
+            #expect(firstDeliveredEarly.isSet, "the first part reached the delegate before the rest was sent")
+            try #require(record.parts.count == 3)
 
-        for (index, part) in record.parts.enumerated() {
-            let http = try #require(part.http, "part \(index + 1) has an HTTPURLResponse")
-            #expect(http.statusCode == 203, "the outer status")
-            #expect(http.url == url)
-            #expect(part.field("X-Frame") == "\(index + 1)", "the part's own fields")
-            #expect(part.field("X-Outer") == nil, "not the outer response's fields")
+            for (index, part) in record.parts.enumerated() {
+                let http = try #require(part.http, "part \(index + 1) has an HTTPURLResponse")
+                #expect(http.statusCode == 203, "the outer status")
+                #expect(http.url == url)
+                #expect(part.field("X-Frame") == "\(index + 1)", "the part's own fields")
+                #expect(part.field("X-Outer") == nil, "not the outer response's fields")
+            }
+            #expect(record.parts[0].field("Content-Type") == "text/plain")
+            #expect(record.parts[0].response.mimeType == "text/plain")
+            #expect(record.parts[1].field("Content-Type") == "application/octet-stream")
+            #expect(record.parts[2].field("Content-Type") == "application/json")
+
+            #expect(record.parts[0].data == Data("first frame".utf8))
+            let intact = Array(record.parts[1].data) == big
+            #expect(intact, "the 200 KiB part exactly: got \(record.parts[1].data.count) bytes")
+            #expect(record.parts[2].data == Data("{\"frame\": 3}".utf8))
+            #expect(task.state == .completed)
         }
-        #expect(record.parts[0].field("Content-Type") == "text/plain")
-        #expect(record.parts[0].response.mimeType == "text/plain")
-        #expect(record.parts[1].field("Content-Type") == "application/octet-stream")
-        #expect(record.parts[2].field("Content-Type") == "application/json")
-
-        #expect(record.parts[0].data == Data("first frame".utf8))
-        let intact = Array(record.parts[1].data) == big
-        #expect(intact, "the 200 KiB part exactly: got \(record.parts[1].data.count) bytes")
-        #expect(record.parts[2].data == Data("{\"frame\": 3}".utf8))
-        #expect(task.state == .completed)
     }
 
     @Test("forty small parts in random pieces, some without header lines: forty responses, each followed by only its own bytes", arguments: MultipartFraming.allCases)
@@ -266,25 +263,22 @@ struct MultipartReplaceTests {
             connection.readToEOF(timeout: 2)
         }
         defer { server.stop() }
-        let session = makeSession(recorder)
-        defer { session.finishTasksAndInvalidate() }
-        session.dataTask(with: server.url("/frames")).resume()
-        #expect(await recorder.waitForCompletion())
-        let record = recorder.snapshot
-        #expect(record.error == nil, "\(String(describing: record.error))")
-        #expect(record.events == Array(repeating: ["response", "data"], count: count).flatMap { $0 } + ["complete"])
-        #expect(record.strayData == 0)
-        try #require(record.parts.count == count)
-        for (offset, part) in record.parts.enumerated() {
-            let index = offset + 1
-            let body = "frame \(index)" + String(repeating: "\r\n-", count: index % 4)
-            #expect(part.data == Data(body.utf8), "part \(index)")
-            #expect(part.http?.statusCode == 200)
-            if index % 10 == 0 {
-                #expect(part.field("X-Frame") == nil && part.field("Content-Type") == nil, "part \(index) has no fields")
-            } else {
-                #expect(part.field("X-Frame") == "\(index)")
-                #expect(part.field("Content-Type") == "text/plain")
+        try await load(server.url("/frames"), with: recorder) { _, record in
+            #expect(record.error == nil, "\(String(describing: record.error))")
+            #expect(record.events == Array(repeating: ["response", "data"], count: count).flatMap { $0 } + ["complete"])
+            #expect(record.strayData == 0)
+            try #require(record.parts.count == count)
+            for (offset, part) in record.parts.enumerated() {
+                let index = offset + 1
+                let body = "frame \(index)" + String(repeating: "\r\n-", count: index % 4)
+                #expect(part.data == Data(body.utf8), "part \(index)")
+                #expect(part.http?.statusCode == 200)
+                if index % 10 == 0 {
+                    #expect(part.field("X-Frame") == nil && part.field("Content-Type") == nil, "part \(index) has no fields")
+                } else {
+                    #expect(part.field("X-Frame") == "\(index)")
+                    #expect(part.field("Content-Type") == "text/plain")
+                }
             }
         }
     }
@@ -305,18 +299,15 @@ struct MultipartReplaceTests {
             connection.readToEOF(timeout: 2)
         }
         defer { server.stop() }
-        let session = makeSession(recorder)
-        defer { session.finishTasksAndInvalidate() }
-        session.dataTask(with: server.url("/cut")).resume()
-        #expect(await recorder.waitForCompletion())
-        let record = recorder.snapshot
-        #expect(record.error == nil, "\(String(describing: record.error))")
-        #expect(record.completions == 1)
-        #expect(record.events == ["response", "data", "response", "data", "complete"])
-        try #require(record.parts.count == 2)
-        #expect(record.parts[0].data == Data("first frame".utf8))
-        #expect(record.parts[1].field("X-Frame") == "last")
-        #expect(record.parts[1].data == Data("last part, cut short\r\n--XY".utf8), "the bytes held back as a possible delimiter end the part")
+        try await load(server.url("/cut"), with: recorder) { _, record in
+            #expect(record.error == nil, "\(String(describing: record.error))")
+            #expect(record.completions == 1)
+            #expect(record.events == ["response", "data", "response", "data", "complete"])
+            try #require(record.parts.count == 2)
+            #expect(record.parts[0].data == Data("first frame".utf8))
+            #expect(record.parts[1].field("X-Frame") == "last")
+            #expect(record.parts[1].data == Data("last part, cut short\r\n--XY".utf8), "the bytes held back as a possible delimiter end the part")
+        }
     }
 
     @Test("a part head over 16 KiB fails the task with .cannotParseResponse after the parts before it", arguments: MultipartFraming.allCases)
@@ -333,19 +324,15 @@ struct MultipartReplaceTests {
             connection.readToEOF(timeout: 5)
         }
         defer { server.stop() }
-        let session = makeSession(recorder)
-        defer { session.finishTasksAndInvalidate() }
-        let task = session.dataTask(with: server.url("/huge"))
-        task.resume()
-        #expect(await recorder.waitForCompletion())
-        let record = recorder.snapshot
-        #expect(urlErrorCode(record.error) == .cannotParseResponse, "\(String(describing: record.error))")
-        #expect((record.error as? URLError)?.failingURL != nil)
-        #expect(record.completions == 1)
-        #expect(record.parts.count == 1, "the part with the long head never begins")
-        #expect(record.parts.first?.data == Data("first frame".utf8))
-        #expect(!record.parts.contains { $0.data.range(of: Data("never".utf8)) != nil })
-        #expect(task.state == .completed)
+        try await load(server.url("/huge"), with: recorder) { task, record in
+            #expect(urlErrorCode(record.error) == .cannotParseResponse, "\(String(describing: record.error))")
+            #expect((record.error as? URLError)?.failingURL != nil)
+            #expect(record.completions == 1)
+            #expect(record.parts.count == 1, "the part with the long head never begins")
+            #expect(record.parts.first?.data == Data("first frame".utf8))
+            #expect(!record.parts.contains { $0.data.range(of: Data("never".utf8)) != nil })
+            #expect(task.state == .completed)
+        }
     }
 
     @Test("answering .cancel to a part's response cancels the task: .cancelled, no later part, the connection closed")
@@ -367,18 +354,14 @@ struct MultipartReplaceTests {
             writer.end()
         }
         defer { server.stop() }
-        let session = makeSession(recorder)
-        defer { session.finishTasksAndInvalidate() }
-        let task = session.dataTask(with: server.url("/cancel"))
-        task.resume()
-        #expect(await recorder.waitForCompletion())
-        let record = recorder.snapshot
-        #expect(urlErrorCode(record.error) == .cancelled, "\(String(describing: record.error))")
-        #expect(record.completions == 1)
-        #expect(record.parts.count == 2, "no part after the cancelled one")
-        #expect(record.parts.first?.data == Data("first frame".utf8))
-        #expect(task.state == .completed)
-        #expect(await pollUntil(timeout: .seconds(5)) { closedByClient.isSet }, "the cancel closed the connection")
+        try await load(server.url("/cancel"), with: recorder) { task, record in
+            #expect(urlErrorCode(record.error) == .cancelled, "\(String(describing: record.error))")
+            #expect(record.completions == 1)
+            #expect(record.parts.count == 2, "no part after the cancelled one")
+            #expect(record.parts.first?.data == Data("first frame".utf8))
+            #expect(task.state == .completed)
+            #expect(await pollUntil(timeout: .seconds(5)) { closedByClient.isSet }, "the cancel closed the connection")
+        }
     }
 
     @Test("other multipart types are one response and one body, delivered as sent")
@@ -391,15 +374,12 @@ struct MultipartReplaceTests {
             connection.readToEOF(timeout: 2)
         }
         defer { server.stop() }
-        let session = makeSession(recorder)
-        defer { session.finishTasksAndInvalidate() }
-        session.dataTask(with: server.url("/mixed")).resume()
-        #expect(await recorder.waitForCompletion())
-        let record = recorder.snapshot
-        #expect(record.error == nil)
-        #expect(record.events == ["response", "data", "complete"])
-        try #require(record.parts.count == 1)
-        #expect(record.parts[0].field("Content-Type") == "multipart/mixed; boundary=XYZ")
-        #expect(Array(record.parts[0].data) == body)
+        try await load(server.url("/mixed"), with: recorder) { _, record in
+            #expect(record.error == nil)
+            #expect(record.events == ["response", "data", "complete"])
+            try #require(record.parts.count == 1)
+            #expect(record.parts[0].field("Content-Type") == "multipart/mixed; boundary=XYZ")
+            #expect(Array(record.parts[0].data) == body)
+        }
     }
 }

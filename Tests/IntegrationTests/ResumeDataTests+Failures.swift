@@ -93,14 +93,10 @@ private func rewritePropertyListValue(_ value: Any, _ replace: (String, Any) -> 
 extension ResumeDataTests {
     @Test("no resume data without GET, a strong validator and Accept-Ranges: the handler gets nil, the error carries none, no file is kept", .exclusiveDownloadFiles, arguments: NotResumable.allCases, EarlyEnd.allCases)
     func notResumable(_ kind: NotResumable, _ end: EarlyEnd) async throws {
-        let partials = partialFilesPresent()
+        let fixture = try ResumeFixture(behaviour: kind.behaviour)
+        defer { fixture.close() }
+        let (server, recorder, session, partials) = (fixture.server, fixture.recorder, fixture.session, fixture.partials)
         let downloads = downloadFilesPresent()
-        defer { removePartialFiles(except: partials) }
-        let server = try ResumableServer(behaviour: kind.behaviour)
-        defer { server.stop() }
-        let recorder = ResumeRecorder()
-        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
         var request = URLRequest(url: server.url())
         if kind == .post {
             request.httpMethod = "POST"
@@ -110,7 +106,7 @@ extension ResumeDataTests {
         let error: URLError
         switch end {
         case .cancelled:
-            let (data, record) = try await interruptDownload(request, session: session, recorder: recorder, server: server, at: Self.offset)
+            let (data, record) = try await fixture.interrupt(request, at: Self.offset)
             #expect(data == nil)
             #expect(record.resumeData.count == 1)
             error = try #require(record.error as? URLError)
@@ -217,42 +213,29 @@ extension ResumeDataTests {
 
     @Test("a resumed request refused before any response fails with resume data again", .exclusiveDownloadFiles)
     func refusedResume() async throws {
-        let partials = partialFilesPresent()
-        defer { removePartialFiles(except: partials) }
-        let server = try ResumableServer()
-        defer { server.stop() }
-        let recorder = ResumeRecorder()
-        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
-        let (resumeData, _) = try await interruptDownload(URLRequest(url: server.url()), session: session, recorder: recorder, server: server, at: Self.offset)
+        let fixture = try ResumeFixture()
+        defer { fixture.close() }
+        let (resumeData, _) = try await fixture.interrupt(at: Self.offset)
         let data = try #require(resumeData)
-        server.stop()
+        fixture.server.stop()
 
-        session.downloadTask(withResumeData: data).resume()
-        let done = await recorder.waitForCompletion()
-        try #require(done)
-        let error = try #require(recorder.snapshot.error as? URLError)
+        let record = try await fixture.resumeDownload(data)
+        let error = try #require(record.error as? URLError)
         #expect(error.code == .cannotConnectToHost)
         #expect(error.downloadTaskResumeData != nil, "the resume data comes back with the error")
-        #expect(!partialFilesPresent().subtracting(partials).isEmpty, "the partial file is still kept")
+        #expect(!partialFilesPresent().subtracting(fixture.partials).isEmpty, "the partial file is still kept")
     }
 
     @Test("a resumed request whose connection closes unanswered fails with resume data that later resumes the download", .exclusiveDownloadFiles)
     func droppedResume() async throws {
-        let partials = partialFilesPresent()
-        defer { removePartialFiles(except: partials) }
-        let server = try ResumableServer()
-        defer { server.stop() }
-        let recorder = ResumeRecorder()
-        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
-        let (resumeData, _) = try await interruptDownload(URLRequest(url: server.url()), session: session, recorder: recorder, server: server, at: Self.offset)
+        let fixture = try ResumeFixture()
+        defer { fixture.close() }
+        let (server, recorder, partials) = (fixture.server, fixture.recorder, fixture.partials)
+        let (resumeData, _) = try await fixture.interrupt(at: Self.offset)
         let data = try #require(resumeData)
 
         server.dropRequests(true)
-        session.downloadTask(withResumeData: data).resume()
-        let failed = await recorder.waitForCompletion()
-        try #require(failed)
+        try await fixture.resumeDownload(data)
         let error = try #require(recorder.snapshot.error as? URLError)
         #expect(error.code != .cancelled)
         #expect(!recorder.snapshot.events.contains("write"))
@@ -261,10 +244,8 @@ extension ResumeDataTests {
 
         recorder.reset()
         server.dropRequests(false)
-        session.downloadTask(withResumeData: again).resume()
-        let done = await recorder.waitForCompletion()
-        try #require(done)
-        expectResumed(recorder.snapshot, at: Int64(Self.offset), length: server.body.count, sha256: server.sha256)
+        let record = try await fixture.resumeDownload(again)
+        expectResumed(record, at: Int64(Self.offset), length: server.body.count, sha256: server.sha256)
         #expect(server.requests.last?.range == "bytes=\(Self.offset)-")
         #expect(server.requests.last?.status == 206)
         let consumed = await pollUntil(timeout: .seconds(2)) { partialFilesPresent() == partials }
@@ -383,11 +364,9 @@ extension ResumeDataTests {
 
     @Test("a download suspended mid-body and resumed later is byte-identical (FoundationNetworking corrupts it)", .exclusiveDownloadFiles)
     func suspendedAndResumed() async throws {
-        let server = try ResumableServer(behaviour: .init(chunkDelay: 2000))
-        defer { server.stop() }
-        let recorder = ResumeRecorder()
-        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
+        let fixture = try ResumeFixture(behaviour: .init(chunkDelay: 2000))
+        defer { fixture.close() }
+        let (server, recorder, session) = (fixture.server, fixture.recorder, fixture.session)
         let task = session.downloadTask(with: server.url())
         task.resume()
         let reached = await pollUntil { task.countOfBytesReceived >= 1024 * 1024 }

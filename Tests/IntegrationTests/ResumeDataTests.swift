@@ -14,7 +14,6 @@ final class ResumeRecorder: NSObject, URLSessionDownloadDelegate, @unchecked Sen
         var events: [String] = []
         var resumes: [(offset: Int64, expected: Int64)] = []
         var written: [(bytes: Int64, total: Int64, expected: Int64)] = []
-        var location: URL?
         var contents: Data?
         /// What each resume-data handler got.
         var resumeData: [Data?] = []
@@ -64,10 +63,7 @@ final class ResumeRecorder: NSObject, URLSessionDownloadDelegate, @unchecked Sen
 
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
         let contents = FileManager.default.contents(atPath: location.path)
-        note(session, "finish") { record in
-            record.location = location
-            record.contents = contents
-        }
+        note(session, "finish") { $0.contents = contents }
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {
@@ -155,6 +151,54 @@ func interruptDownload(
     return (data, record)
 }
 
+/// One resume test's setup: the partial files present before it, a ``ResumableServer``, a
+/// ``ResumeRecorder``, and an uncached session with the recorder as its delegate. Made at the
+/// start of a test, followed by `defer { fixture.close() }`.
+struct ResumeFixture {
+    let partials: Set<String>
+    let server: ResumableServer
+    let recorder: ResumeRecorder
+    let session: URLSession
+
+    init(behaviour: ResumableServer.Behaviour = .init()) throws {
+        let partials = partialFilesPresent()
+        let recorder = ResumeRecorder()
+        self.partials = partials
+        self.server = try ResumableServer(behaviour: behaviour)
+        self.recorder = recorder
+        self.session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
+    }
+
+    /// Lets the session finish its tasks and invalidate, stops the server, and deletes the
+    /// partial files made since `partials`, in that order.
+    func close() {
+        session.finishTasksAndInvalidate()
+        server.stop()
+        removePartialFiles(except: partials)
+    }
+
+    /// ``interruptDownload(_:session:recorder:server:at:usingAsyncCancel:sourceLocation:)`` in
+    /// this session, of `request` (by default a GET of the server's file).
+    func interrupt(
+        _ request: URLRequest? = nil, at offset: Int, usingAsyncCancel: Bool = false, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> (data: Data?, record: ResumeRecorder.Record) {
+        try await interruptDownload(
+            request ?? URLRequest(url: server.url()), session: session, recorder: recorder, server: server, at: offset,
+            usingAsyncCancel: usingAsyncCancel, sourceLocation: sourceLocation
+        )
+    }
+
+    /// Resumes `data` in a download task of this session and requires its completion; returns
+    /// what the recorder saw then.
+    @discardableResult
+    func resumeDownload(_ data: Data, sourceLocation: SourceLocation = #_sourceLocation) async throws -> ResumeRecorder.Record {
+        session.downloadTask(withResumeData: data).resume()
+        let done = await recorder.waitForCompletion()
+        try #require(done, sourceLocation: sourceLocation)
+        return recorder.snapshot
+    }
+}
+
 /// Checks a resumed download that succeeded from `offset`: one didResumeAtOffset before any
 /// write, progress counted from the offset up to the whole length, the server's bytes exactly.
 func expectResumed(
@@ -217,15 +261,11 @@ struct ResumeDataTests {
 
     @Test("cancel(byProducingResumeData:) mid-body, then downloadTask(withResumeData:): the handler once, on the queue, before didComplete; Range and If-Range on the wire; the same bytes", .exclusiveDownloadFiles, arguments: [ResumableServer.Validator.strongETag, .lastModified])
     func delegateResume(_ validator: ResumableServer.Validator) async throws {
-        let partials = partialFilesPresent()
-        defer { removePartialFiles(except: partials) }
-        let server = try ResumableServer(behaviour: .init(validator: validator))
-        defer { server.stop() }
-        let recorder = ResumeRecorder()
-        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
+        let fixture = try ResumeFixture(behaviour: .init(validator: validator))
+        defer { fixture.close() }
+        let server = fixture.server
 
-        let (resumeData, first) = try await interruptDownload(URLRequest(url: server.url()), session: session, recorder: recorder, server: server, at: Self.offset)
+        let (resumeData, first) = try await fixture.interrupt(at: Self.offset)
         let data = try #require(resumeData)
         #expect(first.resumeData.count == 1, "the handler is called once")
         #expect(first.offQueue == 0, "the handler runs on the delegate queue")
@@ -235,12 +275,10 @@ struct ResumeDataTests {
         #expect(!first.events.contains("finish"))
         #expect(urlErrorCode(first.error) == .cancelled)
 
-        session.downloadTask(withResumeData: data).resume()
-        let done = await recorder.waitForCompletion()
-        try #require(done)
-        expectResumed(recorder.snapshot, at: Int64(Self.offset), length: server.body.count, sha256: server.sha256)
+        let record = try await fixture.resumeDownload(data)
+        expectResumed(record, at: Int64(Self.offset), length: server.body.count, sha256: server.sha256)
         // A late second call of the handler would show here.
-        #expect(recorder.snapshot.resumeData.isEmpty)
+        #expect(fixture.recorder.snapshot.resumeData.isEmpty)
         let requests = server.requests
         #expect(requests.count == 2)
         #expect(requests.first?.range == nil && requests.first?.ifRange == nil)
@@ -252,14 +290,10 @@ struct ResumeDataTests {
 
     @Test("cancelByProducingResumeData() and download(resumeFrom:) in async code, in another session", .exclusiveDownloadFiles)
     func asyncResume() async throws {
-        let partials = partialFilesPresent()
-        defer { removePartialFiles(except: partials) }
-        let server = try ResumableServer()
-        defer { server.stop() }
-        let recorder = ResumeRecorder()
-        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
-        let (resumeData, first) = try await interruptDownload(URLRequest(url: server.url()), session: session, recorder: recorder, server: server, at: Self.offset, usingAsyncCancel: true)
+        let fixture = try ResumeFixture()
+        defer { fixture.close() }
+        let (server, partials) = (fixture.server, fixture.partials)
+        let (resumeData, first) = try await fixture.interrupt(at: Self.offset, usingAsyncCancel: true)
         let data = try #require(resumeData)
         #expect(urlErrorCode(first.error) == .cancelled)
 
@@ -326,15 +360,11 @@ struct ResumeDataTests {
 
     @Test("a body cut short fails with resume data in the error; three cuts, three resumes, one whole file", .exclusiveDownloadFiles)
     func cutThreeTimes() async throws {
-        let partials = partialFilesPresent()
-        defer { removePartialFiles(except: partials) }
-        let server = try ResumableServer()
-        defer { server.stop() }
+        let fixture = try ResumeFixture()
+        defer { fixture.close() }
+        let (server, recorder, session, partials) = (fixture.server, fixture.recorder, fixture.session, fixture.partials)
         let cuts: [(offset: Int, cut: ResumableServer.Cut)] = [(1024 * 1024 + 1000, .reset), (2 * 1024 * 1024 + 4321, .close), (3 * 1024 * 1024 + 77, .reset)]
         for cut in cuts { server.cut(at: [cut.offset], with: cut.cut) }
-        let recorder = ResumeRecorder()
-        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
 
         var task = session.downloadTask(with: server.url())
         var offsets: [Int64] = []
@@ -385,14 +415,10 @@ struct ResumeDataTests {
 
     @Test("a resumed request the server does not continue starts over: didResumeAtOffset(0), the same bytes", .exclusiveDownloadFiles, arguments: RangeRefusal.allCases)
     func restart(_ refusal: RangeRefusal) async throws {
-        let partials = partialFilesPresent()
-        defer { removePartialFiles(except: partials) }
-        let server = try ResumableServer()
-        defer { server.stop() }
-        let recorder = ResumeRecorder()
-        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
-        let (resumeData, _) = try await interruptDownload(URLRequest(url: server.url()), session: session, recorder: recorder, server: server, at: Self.offset)
+        let fixture = try ResumeFixture()
+        defer { fixture.close() }
+        let (server, partials) = (fixture.server, fixture.partials)
+        let (resumeData, _) = try await fixture.interrupt(at: Self.offset)
         let data = try #require(resumeData)
         let oldTag = server.strongETag
         switch refusal {
@@ -402,10 +428,8 @@ struct ResumeDataTests {
         case .wrongContentRange: server.answerWrongContentRangeToNextRange()
         }
 
-        session.downloadTask(withResumeData: data).resume()
-        let done = await recorder.waitForCompletion()
-        try #require(done)
-        expectResumed(recorder.snapshot, at: 0, length: server.body.count, sha256: server.sha256)
+        let record = try await fixture.resumeDownload(data)
+        expectResumed(record, at: 0, length: server.body.count, sha256: server.sha256)
         let requests = server.requests
         let resumed = try #require(requests.count > 1 ? requests[1] : nil)
         #expect(resumed.range == "bytes=\(Self.offset)-")
@@ -426,16 +450,12 @@ struct ResumeDataTests {
 
     @Test("resume data outlives its session: a new session resumes it after the first was invalidated", .exclusiveDownloadFiles)
     func newSession() async throws {
-        let partials = partialFilesPresent()
-        defer { removePartialFiles(except: partials) }
-        let server = try ResumableServer()
-        defer { server.stop() }
-        let firstRecorder = ResumeRecorder()
-        let firstSession = URLSession(configuration: .uncached, delegate: firstRecorder, delegateQueue: nil)
-        // A no-op once invalidated below; covers an early exit.
-        defer { firstSession.finishTasksAndInvalidate() }
-        let (resumeData, _) = try await interruptDownload(URLRequest(url: server.url()), session: firstSession, recorder: firstRecorder, server: server, at: Self.offset)
-        firstSession.invalidateAndCancel()
+        let first = try ResumeFixture()
+        // Its session's finishTasksAndInvalidate is a no-op once invalidated below; covers an early exit.
+        defer { first.close() }
+        let server = first.server
+        let (resumeData, _) = try await first.interrupt(at: Self.offset)
+        first.session.invalidateAndCancel()
         let data = try #require(resumeData)
 
         let recorder = ResumeRecorder()
@@ -450,15 +470,11 @@ struct ResumeDataTests {
 
     @Test("the partial file: CourierPartial_*.partial in the temporary directory, kept with the resume data, consumed by the resume", .exclusiveDownloadFiles)
     func partialFileLifecycle() async throws {
-        let partials = partialFilesPresent()
+        let fixture = try ResumeFixture()
+        defer { fixture.close() }
+        let (server, partials) = (fixture.server, fixture.partials)
         let downloads = downloadFilesPresent()
-        defer { removePartialFiles(except: partials) }
-        let server = try ResumableServer()
-        defer { server.stop() }
-        let recorder = ResumeRecorder()
-        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
-        let (resumeData, _) = try await interruptDownload(URLRequest(url: server.url()), session: session, recorder: recorder, server: server, at: Self.offset)
+        let (resumeData, _) = try await fixture.interrupt(at: Self.offset)
         let data = try #require(resumeData)
 
         let kept = partialFilesPresent().subtracting(partials)
@@ -472,10 +488,8 @@ struct ResumeDataTests {
         #expect(intact, "the partial file holds the body's first bytes")
         #expect(downloadFilesPresent() == downloads, "no CourierDownload_ file is left once the task ended")
 
-        session.downloadTask(withResumeData: data).resume()
-        let done = await recorder.waitForCompletion()
-        try #require(done)
-        expectResumed(recorder.snapshot, at: Int64(Self.offset), length: server.body.count, sha256: server.sha256)
+        let record = try await fixture.resumeDownload(data)
+        expectResumed(record, at: Int64(Self.offset), length: server.body.count, sha256: server.sha256)
         let consumed = await pollUntil(timeout: .seconds(2)) { partialFilesPresent() == partials }
         #expect(consumed, "the partial file is deleted after a successful resume")
         #expect(downloadFilesPresent() == downloads)
@@ -483,14 +497,10 @@ struct ResumeDataTests {
 
     @Test("a plain cancel() gives no resume data and leaves no file", .exclusiveDownloadFiles)
     func plainCancel() async throws {
-        let partials = partialFilesPresent()
+        let fixture = try ResumeFixture()
+        defer { fixture.close() }
+        let (server, recorder, session, partials) = (fixture.server, fixture.recorder, fixture.session, fixture.partials)
         let downloads = downloadFilesPresent()
-        defer { removePartialFiles(except: partials) }
-        let server = try ResumableServer()
-        defer { server.stop() }
-        let recorder = ResumeRecorder()
-        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
         server.pause(at: Self.offset)
         let task = session.downloadTask(with: server.url())
         task.resume()
@@ -510,14 +520,10 @@ struct ResumeDataTests {
 
     @Test("a partial file gone before the resume: a plain GET from the start, didResumeAtOffset(0), still the whole file", .exclusiveDownloadFiles)
     func partialFileGone() async throws {
-        let partials = partialFilesPresent()
-        defer { removePartialFiles(except: partials) }
-        let server = try ResumableServer()
-        defer { server.stop() }
-        let recorder = ResumeRecorder()
-        let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
-        let (resumeData, _) = try await interruptDownload(URLRequest(url: server.url()), session: session, recorder: recorder, server: server, at: Self.offset)
+        let fixture = try ResumeFixture()
+        defer { fixture.close() }
+        let (server, partials) = (fixture.server, fixture.partials)
+        let (resumeData, _) = try await fixture.interrupt(at: Self.offset)
         let data = try #require(resumeData)
         let kept = partialFilesPresent().subtracting(partials)
         try #require(kept.count == 1)
@@ -525,10 +531,8 @@ struct ResumeDataTests {
             try FileManager.default.removeItem(at: FileManager.default.temporaryDirectory.appendingPathComponent(name))
         }
 
-        session.downloadTask(withResumeData: data).resume()
-        let done = await recorder.waitForCompletion()
-        try #require(done)
-        expectResumed(recorder.snapshot, at: 0, length: server.body.count, sha256: server.sha256)
+        let record = try await fixture.resumeDownload(data)
+        expectResumed(record, at: 0, length: server.body.count, sha256: server.sha256)
         let requests = server.requests
         #expect(requests.count == 2)
         #expect(requests.last?.range == nil && requests.last?.ifRange == nil, "nothing to go on from: no Range")

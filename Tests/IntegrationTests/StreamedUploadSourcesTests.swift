@@ -57,7 +57,7 @@ struct StreamedUploadSourcesTests {
         let uploadProgress = uploadTask.progress
         download.resume()
         uploadTask.resume()
-        let finished = await pollUntilTrue { download.state == .completed && uploadTask.state == .completed }
+        let finished = await pollUntil { download.state == .completed && uploadTask.state == .completed }
         try #require(finished)
         #expect(download.error == nil && uploadTask.error == nil)
         #expect(downloadProgress.fractionCompleted == 1.0)
@@ -66,14 +66,4 @@ struct StreamedUploadSourcesTests {
         #expect(uploadTask.countOfBytesSent == Int64(payload.count))
         #expect(uploadTask.countOfBytesExpectedToSend == Int64(payload.count))
     }
-}
-
-/// Polls `condition` every 5 ms for up to 20 s.
-private func pollUntilTrue(_ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .seconds(20)
-    while !condition() {
-        if ContinuousClock.now >= deadline { return false }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return true
 }

@@ -114,9 +114,6 @@ public final class ResumableServer: Sendable {
     /// The strong ETag responses carry now (in ``Validator/strongETag`` mode), quotes included.
     public var strongETag: String { core.state.withLock { core.strongETag($0.generation) } }
 
-    /// The weak ETag responses carry now (in ``Validator/weakETag`` mode).
-    public var weakETag: String { "W/" + strongETag }
-
     /// The `Last-Modified` date responses carry now.
     public var lastModified: String { core.state.withLock { core.lastModified($0.generation) } }
 
@@ -142,19 +139,6 @@ public final class ResumableServer: Sendable {
     /// until ``release()`` or ``stop()``; pauses are used one per 200 or 206 with a body.
     public func pause(at offset: Int) {
         core.state.withLock { $0.pauses.append(offset) }
-    }
-
-    /// Whether a response is being held by ``pause(at:)`` now.
-    public var isPaused: Bool { core.state.withLock { $0.paused } }
-
-    /// Waits until a response is held; false after `timeout`.
-    public func waitUntilPaused(timeout: Duration = .seconds(10)) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while !isPaused {
-            if ContinuousClock.now >= deadline { return false }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return true
     }
 
     /// Lets a held response go on (no effect when none is held).
