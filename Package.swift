@@ -131,7 +131,7 @@ let package = Package(
             resources: [.copy("Transcripts")]
         ),
         .testTarget(name: "CourierReactorTests", dependencies: ["CourierReactor", "_CourierTestSupport"]),
-        .testTarget(name: "CourierTests", dependencies: ["Courier"]),
+        .testTarget(name: "CourierTests", dependencies: ["Courier", "_CourierTestSupport"]),
         .testTarget(name: "CourierTransportTests", dependencies: ["CourierTransport", "CourierCore", "_CourierTestSupport"]),
         // A writer of the cookie store that the crash test kills mid-transaction (debug builds
         // only: it imports Courier's internals with @testable).

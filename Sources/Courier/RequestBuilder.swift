@@ -1,5 +1,6 @@
 import CourierCore
 import CourierHTTP1
+import CourierReactor
 import CourierTransport
 import Foundation
 
@@ -139,43 +140,132 @@ enum RequestBuilder {
     }
 }
 
-/// Reads a request body from an `InputStream`, on a blocking thread.
+/// Reads a request body from an `InputStream`: the end of a bound pair without holding a
+/// thread while its writer is slow, any other stream on a blocking thread.
 final class InputStreamBodyProducer: RequestBodyProducer, @unchecked Sendable {
     private let stream: InputStream
-    private var opened = false
+    private let gate = SourceGate()
 
     init(stream: InputStream) {
         self.stream = stream
     }
 
     func readChunk(maxLength: Int) throws -> Data {
-        if !opened {
-            stream.open()
-            opened = true
-        }
+        guard gate.beginRead(open: stream.open) else { throw BodyReadError(message: "the body stream was closed") }
+        defer { gate.endRead(close: stream.close) }
         var data = Data(count: maxLength)
         let count = data.withUnsafeMutableBytes { stream.read($0.bindMemory(to: UInt8.self).baseAddress!, maxLength: maxLength) }
         if count < 0 {
             throw BodyReadError(message: stream.streamError.map { "\($0)" } ?? "the stream reported an error")
         }
-        if count == 0 { stream.close() }
         data.count = count
         return data
+    }
+
+    func readChunk(maxLength: Int, completion: @escaping @Sendable (Result<Data, any Error>) -> Void) {
+        guard let bound = stream as? BoundInputStream else {
+            BlockingPool.shared.submit { completion(Result { try self.readChunk(maxLength: maxLength) }) }
+            return
+        }
+        // The pipe is thread-safe and never blocks here: no read is "under way" to wait for.
+        guard gate.beginRead(open: bound.open) else {
+            completion(.failure(BodyReadError(message: "the body stream was closed")))
+            return
+        }
+        gate.endRead(close: bound.close)
+        bound.read(maxLength: maxLength) { result in
+            completion(result.mapError { BodyReadError(message: "\($0)") })
+        }
+    }
+
+    func finish() {
+        if let bound = stream as? BoundInputStream {
+            // Closed at once, opened or not, even with a read pending: that is what tells the
+            // writer, blocked or not, that nothing more will be read.
+            gate.finish(closingAtOnce: bound.close)
+        } else {
+            gate.finish(close: stream.close)
+        }
     }
 }
 
 /// Reads a request body from a file, a chunk at a time.
 final class FileBodyProducer: RequestBodyProducer, @unchecked Sendable {
     private let handle: FileHandle
+    private let gate = SourceGate()
 
     init(handle: FileHandle) {
         self.handle = handle
     }
 
     func readChunk(maxLength: Int) throws -> Data {
-        let data = try handle.read(upToCount: maxLength) ?? Data()
-        if data.isEmpty { try? handle.close() }
-        return data
+        guard gate.beginRead(open: {}) else { throw BodyReadError(message: "the file was closed") }
+        defer { gate.endRead(close: { try? self.handle.close() }) }
+        return try handle.read(upToCount: maxLength) ?? Data()
+    }
+
+    func finish() {
+        gate.finish(close: { try? self.handle.close() })
+    }
+}
+
+/// Opens a body's source on the first read and closes it once: when the exchange finishes,
+/// or, if a read is under way then, when that read returns (a stream or file must not be
+/// closed under a read on another thread).
+final class SourceGate: @unchecked Sendable {
+    private let lock = NSLock()
+    // Guarded by `lock`.
+    private var opened = false
+    private var reading = false
+    private var finished = false
+    private var closed = false
+
+    /// Marks a read under way, opening the source first if needed; false once finished.
+    func beginRead(open: () -> Void) -> Bool {
+        let (allowed, needsOpen) = lock.withLock { () -> (Bool, Bool) in
+            guard !finished else { return (false, false) }
+            reading = true
+            defer { opened = true }
+            return (true, !opened)
+        }
+        if needsOpen { open() }
+        return allowed
+    }
+
+    /// Ends a read; closes the source if the exchange finished meanwhile.
+    func endRead(close: () -> Void) {
+        let closeNow = lock.withLock { () -> Bool in
+            reading = false
+            return finished && takeClose()
+        }
+        if closeNow { close() }
+    }
+
+    /// The exchange is over: closes the source now, or when the read under way returns.
+    func finish(close: () -> Void) {
+        let closeNow = lock.withLock { () -> Bool in
+            finished = true
+            return !reading && takeClose()
+        }
+        if closeNow { close() }
+    }
+
+    /// Closes now, even unopened or with a read under way (for a source whose close is
+    /// thread-safe and means something before it is opened).
+    func finish(closingAtOnce close: () -> Void) {
+        let closeNow = lock.withLock { () -> Bool in
+            finished = true
+            opened = true
+            return takeClose()
+        }
+        if closeNow { close() }
+    }
+
+    /// True the one time the source should be closed: it was opened and is not yet closed.
+    private func takeClose() -> Bool {
+        guard opened, !closed else { return false }
+        closed = true
+        return true
     }
 }
 

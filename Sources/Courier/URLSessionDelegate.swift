@@ -37,9 +37,14 @@ public protocol URLSessionTaskDelegate: URLSessionDelegate {
     /// refuse: the task then completes with the redirect response and its body. When not
     /// implemented, the redirect is followed.
     func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void)
-    /// The task must send its streamed body again (a 307 or 308 redirect): give a new stream
-    /// with the same bytes, or nil to fail the task.
+    /// The task needs its streamed body: at the start of `uploadTask(withStreamedRequest:)`, and
+    /// again when a 307 or 308 redirect or an authentication retry must resend it. Give a new
+    /// stream with the same bytes, or nil to fail the task. Implement this or the async
+    /// ``urlSession(_:needNewBodyStreamForTask:)``.
     func urlSession(_ session: URLSession, task: URLSessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void)
+    /// The async form of ``urlSession(_:task:needNewBodyStream:)``, as Apple's SDK has it:
+    /// a delegate implementing only this is asked through it.
+    func urlSession(_ session: URLSession, needNewBodyStreamForTask task: URLSessionTask) async -> InputStream?
     /// A task resumed before its `earliestBeginDate` is about to begin, now that the date has
     /// come: continue, load another request, or cancel. When not implemented, it continues.
     func urlSession(_ session: URLSession, task: URLSessionTask, willBeginDelayedRequest request: URLRequest, completionHandler: @escaping @Sendable (URLSession.DelayedRequestDisposition, URLRequest?) -> Void)
@@ -74,12 +79,21 @@ extension URLSessionTaskDelegate {
         }
     }
 
+    /// Not implemented here: asks the async form (which the delegate may implement instead).
     public func urlSession(_ session: URLSession, task: URLSessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void) {
-        if let target = forwardingTarget(session, task) {
-            target.urlSession(session, task: task, needNewBodyStream: completionHandler)
-        } else {
-            completionHandler(nil)
+        Task { completionHandler(await self.urlSession(session, needNewBodyStreamForTask: task)) }
+    }
+
+    /// Not implemented either: the session's delegate is asked (on the delegate queue), when
+    /// this is a task's own delegate; else there is no stream.
+    public func urlSession(_ session: URLSession, needNewBodyStreamForTask task: URLSessionTask) async -> InputStream? {
+        guard let target = forwardingTarget(session, task) else { return nil }
+        let answer = await withCheckedContinuation { (continuation: CheckedContinuation<UncheckedStreamBox, Never>) in
+            session.delegateQueue.addOperation {
+                target.urlSession(session, task: task, needNewBodyStream: { continuation.resume(returning: UncheckedStreamBox(stream: $0)) })
+            }
         }
+        return answer.stream
     }
 
     public func urlSession(_ session: URLSession, task: URLSessionTask, willBeginDelayedRequest request: URLRequest, completionHandler: @escaping @Sendable (URLSession.DelayedRequestDisposition, URLRequest?) -> Void) {
@@ -168,3 +182,10 @@ extension URLSessionDownloadDelegate {
         (forwardingTarget(session, downloadTask) as? URLSessionDownloadDelegate)?.urlSession(session, downloadTask: downloadTask, didResumeAtOffset: fileOffset, expectedTotalBytes: expectedTotalBytes)
     }
 }
+
+/// An input stream handed between the delegate's answer and the task. The task reads it only
+/// after the delegate has let go of it, as Apple's contract requires.
+struct UncheckedStreamBox: @unchecked Sendable {
+    var stream: InputStream?
+}
+

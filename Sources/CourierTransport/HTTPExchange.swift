@@ -104,13 +104,16 @@ public final class HTTPExchange: Sendable {
     }
 
     /// Marks the exchange finished; returns false when it already was (so the caller must not
-    /// deliver anything).
+    /// deliver anything). A streamed body's producer is told, so its source is closed even when
+    /// the body was not sent to its end (a writer feeding a bound stream pair learns at once).
     func markFinished() -> Bool {
-        state.withLock { state in
+        let first = state.withLock { state in
             if case .finished = state.phase { return false }
             state.phase = .finished
             return true
         }
+        if first, case .stream(let producer, _) = request.body { producer.finish() }
+        return first
     }
 
     /// Runs `job` on the exchange's event loop once the event being handled is over, so what one

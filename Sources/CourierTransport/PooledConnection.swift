@@ -92,19 +92,14 @@ extension ExchangeMetrics {
 }
 
 extension RequestBodyProducer {
-    /// Reads the next chunk of a streamed body on the blocking pool (the producer may block)
-    /// and hands the outcome to `deliver` on `loop`.
+    /// Reads the next chunk of a streamed body off the loop (the producer may block) and hands
+    /// the outcome to `deliver` on `loop`.
     func readChunk(
         maxLength: Int, deliveringOn loop: EventLoop,
         _ deliver: @escaping @Sendable (Result<Data, BodyStreamFailure>) -> Void
     ) {
-        BlockingPool.shared.submit {
-            let outcome: Result<Data, BodyStreamFailure>
-            do {
-                outcome = .success(try self.readChunk(maxLength: maxLength))
-            } catch {
-                outcome = .failure(BodyStreamFailure(message: "\(error)"))
-            }
+        readChunk(maxLength: maxLength) { (result: Result<Data, any Error>) in
+            let outcome = result.mapError { BodyStreamFailure(message: "\($0)") }
             loop.execute { deliver(outcome) }
         }
     }

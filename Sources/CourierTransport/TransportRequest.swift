@@ -36,11 +36,31 @@ public struct Origin: Hashable, Sendable, CustomStringConvertible {
     public var description: String { "\(scheme.rawValue)://\(authority)" }
 }
 
-/// Produces a request body whose bytes are not all in memory (a stream, a file). Called on a
-/// blocking thread, never on an event loop.
+/// Produces a request body whose bytes are not all in memory (a stream, a file). The transport
+/// asks for one chunk at a time and never asks again before the answer came.
 public protocol RequestBodyProducer: AnyObject, Sendable {
-    /// Returns up to `maxLength` bytes; an empty result means the body ended.
+    /// Returns up to `maxLength` bytes; an empty result means the body ended. May block: it is
+    /// called on a blocking thread, never on an event loop.
     func readChunk(maxLength: Int) throws -> Data
+
+    /// Hands the next chunk (up to `maxLength` bytes, empty at the end) or the failure to
+    /// `completion`, on any thread. The default runs the blocking ``readChunk(maxLength:)`` on
+    /// the blocking pool; a producer that can wait for its bytes without a thread (a bound
+    /// stream pair) implements this instead, so a slow writer holds no pool thread.
+    func readChunk(maxLength: Int, completion: @escaping @Sendable (Result<Data, any Error>) -> Void)
+
+    /// The exchange is over: the body was sent, or the exchange failed or was cancelled part
+    /// way. Release the source (close the stream or file), once any read under way returned.
+    /// Called once, on any thread.
+    func finish()
+}
+
+extension RequestBodyProducer {
+    public func readChunk(maxLength: Int, completion: @escaping @Sendable (Result<Data, any Error>) -> Void) {
+        BlockingPool.shared.submit {
+            completion(Result { try self.readChunk(maxLength: maxLength) })
+        }
+    }
 }
 
 /// The body of a request.

@@ -2,6 +2,7 @@ import CourierReactor
 import Glibc
 import Synchronization
 import Testing
+import _CourierTestSupport
 
 /// Records what a channel reports, from its loop, for the test to read from its own thread.
 final class ChannelRecorder: StreamChannelDelegate, Sendable {
@@ -170,7 +171,7 @@ struct ChannelFixture: Sendable {
         let done = await eventually(timeout: .seconds(30)) { fixture.recorder.sawEOF }
         #expect(done)
         #expect(fixture.recorder.byteCount == data.count)
-        #expect(fixture.recorder.bytes == data)
+        #expect(sameBytes(fixture.recorder.bytes, data))
         let events = fixture.recorder.events
         #expect(events.last == .eof)
         #expect(fixture.recorder.eofCount == 1)
@@ -198,7 +199,7 @@ struct ChannelFixture: Sendable {
         try await fixture.run { $0.resumeReading() }
         let all = await eventually { fixture.recorder.byteCount == data.count }
         #expect(all)
-        #expect(fixture.recorder.bytes == data)
+        #expect(sameBytes(fixture.recorder.bytes, data))
         #expect(!fixture.recorder.sawEOF)
         try await fixture.close()
     }
@@ -224,7 +225,7 @@ struct ChannelFixture: Sendable {
         try await fixture.run { $0.resumeReading() }
         let all = await eventually { recorder.byteCount == data.count }
         #expect(all)
-        #expect(recorder.bytes == data)
+        #expect(sameBytes(recorder.bytes, data))
         try await fixture.close()
     }
 
@@ -240,7 +241,7 @@ struct ChannelFixture: Sendable {
         fixture.peer.close()
         let ended = await eventually { fixture.recorder.sawEOF }
         #expect(ended)
-        #expect(fixture.recorder.bytes == data)
+        #expect(sameBytes(fixture.recorder.bytes, data))
         #expect(fixture.recorder.events.last == .eof)
         #expect(fixture.recorder.failures.isEmpty)
         // End of stream does not close the channel.
@@ -265,7 +266,7 @@ struct ChannelFixture: Sendable {
         try await fixture.run { $0.resumeReading() }
         let ended = await eventually { fixture.recorder.sawEOF }
         #expect(ended, "end of stream that arrived while paused was never delivered")
-        #expect(fixture.recorder.bytes == data)
+        #expect(sameBytes(fixture.recorder.bytes, data))
         #expect(fixture.recorder.events.last == .eof)
         #expect(fixture.recorder.eofCount == 1)
         #expect(fixture.recorder.failures.isEmpty)
@@ -297,7 +298,7 @@ struct ChannelFixture: Sendable {
             fixture.peer.fd, count: expected.count, chunk: 32 * 1024, pause: .milliseconds(1), timeout: .seconds(60)
         )
         #expect(received.count == expected.count)
-        #expect(received == expected)
+        #expect(sameBytes(received, expected))
         let drained = await eventually { fixture.recorder.drainCount >= 1 }
         #expect(drained, "channelDidDrainWrites never came")
         let pendingAtEnd = try await fixture.run { $0.pendingWriteBytes }
@@ -337,7 +338,7 @@ struct ChannelFixture: Sendable {
         let expected = head + big + trailer + more + last
         let received = await RawSocket.receive(fixture.peer.fd, count: expected.count, timeout: .seconds(60))
         #expect(received.count == expected.count)
-        #expect(received == expected)
+        #expect(sameBytes(received, expected))
         #expect(fixture.recorder.failures.isEmpty)
         try await fixture.close()
     }
@@ -393,7 +394,7 @@ struct ChannelFixture: Sendable {
         #expect(await RawSocket.send(fixture.peer.fd, reply) == reply.count)
         let all = await eventually { fixture.recorder.byteCount == reply.count }
         #expect(all, "the channel stopped reading after shutdownWrite")
-        #expect(fixture.recorder.bytes == reply)
+        #expect(sameBytes(fixture.recorder.bytes, reply))
         #expect(!fixture.recorder.sawEOF)
 
         fixture.peer.close()
@@ -431,7 +432,7 @@ struct ChannelFixture: Sendable {
             received.count == body.count,
             "the peer got \(received.count) of \(body.count) bytes; \(pending) were queued after the write"
         )
-        #expect(received == body)
+        #expect(sameBytes(received, body))
         if pending > 0 {
             let drained = await eventually(timeout: .seconds(2)) { fixture.recorder.drainCount == 1 }
             #expect(drained)

@@ -607,18 +607,18 @@ struct AuthenticationTests {
         request.httpMethod = "PUT"
 
         let (fromData, _) = try await session.upload(for: request, from: body)
-        #expect(fromData == body)
+        #expect(sameBytes(fromData, body))
 
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("courier-auth-\(UUID().uuidString)")
         try body.write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
         let (fromFile, _) = try await session.upload(for: request, fromFile: file)
-        #expect(fromFile == body)
+        #expect(sameBytes(fromFile, body))
 
         var streamed = request
         streamed.httpBodyStream = InputStream(data: body)
         let (fromStream, _) = try await session.data(for: streamed)
-        #expect(fromStream == body)
+        #expect(sameBytes(fromStream, body))
         #expect(answerer.streamRequests == 1)
         #expect(server.requests.filter { $0.header("Authorization") != nil }.allSatisfy { Data($0.body) == body })
     }

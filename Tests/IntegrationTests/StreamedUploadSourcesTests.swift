@@ -5,9 +5,9 @@ import Testing
 import _CourierTestSupport
 
 /// Where a streamed upload's body can come from: a file's stream and a Data's, over HTTP/1.1
-/// (chunked) and HTTP/2 (DATA frames). (swift-corelibs-foundation has no
-/// `Stream.getBoundStreams`, so bound pairs cannot be made on Linux.) Progress reaches
-/// the total for every upload form, and a task's `progress` completes.
+/// (chunked) and HTTP/2 (DATA frames); bound pairs have their own suite
+/// (`BoundStreamUploadTests`). Progress reaches the total for every upload form, and a task's
+/// `progress` completes.
 @Suite("Streamed upload sources and progress")
 struct StreamedUploadSourcesTests {
     let nginx: NginxServer

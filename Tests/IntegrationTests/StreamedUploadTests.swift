@@ -93,7 +93,7 @@ struct StreamedUploadTests {
         let error = await delegate.run(task)
         #expect(error == nil, "\(String(describing: error))")
         #expect(delegate.asked == 1)
-        #expect(delegate.body == payload)
+        #expect(sameBytes(delegate.body, payload))
         #expect(seen.list.withLock { $0.map(\.1) } == ["chunked"])
         #expect(delegate.totalsSent.last == Int64(payload.count))
         #expect(task.countOfBytesExpectedToSend == -1)
@@ -114,7 +114,7 @@ struct StreamedUploadTests {
         let task = session.uploadTask(withStreamedRequest: request)
         let error = await delegate.run(task)
         #expect(error == nil, "\(String(describing: error))")
-        #expect(delegate.body == payload)
+        #expect(sameBytes(delegate.body, payload))
         #expect(seen.list.withLock { $0.map(\.1) } == ["chunked"])
         #expect(task.countOfBytesExpectedToSend == -1)
     }
@@ -150,5 +150,84 @@ struct StreamedUploadTests {
         #expect(delegate.response?.value(forHTTPHeaderField: "X-Method") == "POST")
         #expect(delegate.response?.value(forHTTPHeaderField: "X-Body-Length") == "\(payload.count)")
         #expect(delegate.response?.value(forHTTPHeaderField: "X-Body-SHA256") == SHA256.hex(payload))
+    }
+
+    @Test("a delegate with only the async needNewBodyStreamForTask is asked through it, at the start and for a 307")
+    func asyncForm() async throws {
+        let nginx = try NginxServer.shared()
+        let payload = self.payload
+        let delegate = AsyncStreamDelegate { InputStream(data: payload) }
+        let session = URLSession(configuration: .uncached, delegate: delegate, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        var request = URLRequest(url: nginx.url("/redirect/307"))
+        request.httpMethod = "POST"
+        let task = session.uploadTask(withStreamedRequest: request)
+        let error = await delegate.run(task)
+        #expect(error == nil, "\(String(describing: error))")
+        #expect(delegate.asked == 2)
+        let response = try #require(task.response as? HTTPURLResponse)
+        #expect(response.statusCode == 200)
+        #expect(response.value(forHTTPHeaderField: "X-Body-SHA256") == SHA256.hex(payload))
+    }
+
+    @Test("a task delegate without either form passes the question to the session delegate's async form")
+    func asyncFormThroughSessionDelegate() async throws {
+        let nginx = try NginxServer.shared()
+        let payload = self.payload
+        let sessionDelegate = AsyncStreamDelegate { InputStream(data: payload) }
+        let session = URLSession(configuration: .uncached, delegate: sessionDelegate, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        var request = URLRequest(url: nginx.url("/echo"))
+        request.httpMethod = "PUT"
+        let task = session.uploadTask(withStreamedRequest: request)
+        let taskDelegate = BodylessTaskDelegate()
+        task.delegate = taskDelegate
+        let error = await sessionDelegate.run(task)
+        #expect(error == nil, "\(String(describing: error))")
+        #expect(sessionDelegate.asked == 1)
+        #expect(taskDelegate.sent > 0, "the task's own delegate still hears the progress")
+        let response = try #require(task.response as? HTTPURLResponse)
+        #expect(response.value(forHTTPHeaderField: "X-Body-Length") == "\(payload.count)")
+    }
+}
+
+/// Gives the body only through the async form of `needNewBodyStream`.
+final class AsyncStreamDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    private let makeStream: @Sendable () -> InputStream?
+    private let state = Mutex<(asked: Int, continuation: CheckedContinuation<(any Error)?, Never>?)>((0, nil))
+    var asked: Int { state.withLock { $0.asked } }
+
+    init(_ makeStream: @escaping @Sendable () -> InputStream?) {
+        self.makeStream = makeStream
+    }
+
+    func run(_ task: URLSessionTask) async -> (any Error)? {
+        await withCheckedContinuation { continuation in
+            state.withLock { $0.continuation = continuation }
+            task.resume()
+        }
+    }
+
+    func urlSession(_ session: URLSession, needNewBodyStreamForTask task: URLSessionTask) async -> InputStream? {
+        state.withLock { $0.asked += 1 }
+        return makeStream()
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let continuation = state.withLock { state in
+            defer { state.continuation = nil }
+            return state.continuation
+        }
+        continuation?.resume(returning: error)
+    }
+}
+
+/// A task's own delegate that only watches the upload's progress.
+final class BodylessTaskDelegate: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+    private let total = Mutex<Int64>(0)
+    var sent: Int64 { total.withLock { $0 } }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
+        total.withLock { $0 = totalBytesSent }
     }
 }

@@ -17,3 +17,10 @@ public enum SHA256 {
         }.joined()
     }
 }
+
+/// True when two byte sequences are equal. For `#expect` on large bodies: comparing them with
+/// `==` inside the macro makes a failure compute a diff of the two, which takes quadratic time
+/// (minutes for a few megabytes) before anything is reported.
+public func sameBytes<A: Sequence<UInt8>, B: Sequence<UInt8>>(_ a: A, _ b: B) -> Bool {
+    a.elementsEqual(b)
+}
