@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "CourierTLS", targets: ["CourierTLS"]),
         .library(name: "CourierCore", targets: ["CourierCore"]),
         .library(name: "CourierPolicies", targets: ["CourierPolicies"]),
+        .library(name: "CourierWebSocket", targets: ["CourierWebSocket"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -64,6 +65,8 @@ let package = Package(
 
         // Pure protocol cores.
         .target(name: "CourierHTTP1", dependencies: ["CourierCore"]),
+        // RFC 6455 framing and messages, sans-IO: the WebSocket task's codec.
+        .target(name: "CourierWebSocket"),
         .target(name: "CourierTLS", dependencies: ["CourierCore", "CCourierOpenSSL"]),
         .target(name: "CourierHTTP2", dependencies: ["CourierCore", "CCourierNghttp2"]),
         .target(
@@ -132,9 +135,12 @@ let package = Package(
         ),
         .testTarget(name: "CourierReactorTests", dependencies: ["CourierReactor", "_CourierTestSupport"]),
         .testTarget(name: "CourierTests", dependencies: ["Courier", "_CourierTestSupport"]),
+        .testTarget(name: "CourierWebSocketTests", dependencies: ["CourierWebSocket", "_CourierTestSupport"]),
         .testTarget(name: "CourierTransportTests", dependencies: ["CourierTransport", "CourierCore", "_CourierTestSupport"]),
         // A writer of the cookie store that the crash test kills mid-transaction (debug builds
         // only: it imports Courier's internals with @testable).
+        // The soak (scripts/soak.sh): one session, many requests, rate and memory per tenth.
+        .executableTarget(name: "courier-soak", dependencies: ["Courier", "_CourierTestSupport"], path: "Tests/CourierSoak"),
         .executableTarget(name: "courier-store-writer", dependencies: ["Courier", "CourierPolicies"], path: "Tests/CourierStoreWriter"),
         .testTarget(
             name: "IntegrationTests",
@@ -143,6 +149,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Ordinary FoundationNetworking code, built against Courier: the one-import switch.
+        .testTarget(name: "SwitchFromFoundationNetworkingTests", dependencies: ["Courier", "_CourierTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -78,6 +78,11 @@ let package = Package(
             dependencies: [.product(name: "CourierPolicies", package: courier)],
             path: "Sources/FuzzMultipartReplace"
         ),
+        .executableTarget(
+            name: "fuzz-websocket-frames",
+            dependencies: [.product(name: "CourierWebSocket", package: courier)],
+            path: "Sources/FuzzWebSocketFrames"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

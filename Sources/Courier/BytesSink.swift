@@ -107,12 +107,12 @@ final class BytesSink: TaskSink, @unchecked Sendable {
 
     func complete(_ outcome: TaskOutcome, driver: TaskDriver) {
         if outcome.metrics != nil { driver.enqueue { driver.reportMetrics(outcome.metrics) } }
-        let end: Result<Void, any Error> = outcome.error.map { .failure($0) } ?? .success(())
+        let end: Result<Void, any Error> = outcome.deliveredError.map { .failure($0) } ?? .success(())
         let (responseWaiter, early, chunkWaiter) = state.withLock { state -> (ResponseContinuation?, Result<URLResponse, any Error>, ChunkContinuation?) in
             state.end = end
             if state.early == nil {
                 // The task failed before its response: the call itself throws.
-                let failure: any Error = outcome.error ?? URLError.courier(.badServerResponse, "No response was received.", url: driver.originalURL)
+                let failure: any Error = outcome.deliveredError ?? URLError.courier(.badServerResponse, "No response was received.", url: driver.originalURL)
                 state.early = .failure(failure)
             }
             defer {
@@ -209,6 +209,7 @@ extension URLSession {
         let task = makeTask(URLSessionDataTask.self, request, delivery: .asyncBytes)
         guard let sink = task.driver.sink as? BytesSink else { preconditionFailure("a bytes task has a bytes sink") }
         if let delegate { task.delegate = delegate }
+        announceCreated(task)
         let response = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 sink.waitForResponse(continuation)

@@ -55,6 +55,12 @@ open class CachedURLResponse: NSObject, NSCopying, @unchecked Sendable {
         super.init()
     }
 
+    /// Decodes an archived cached response (NSSecureCoding); nil for an archive that holds none.
+    public required convenience init?(coder: NSCoder) {
+        guard let fields = CachedURLResponse.decodedFields(from: coder) else { return nil }
+        self.init(response: fields.response, data: fields.data, userInfo: fields.userInfo, storagePolicy: fields.policy)
+    }
+
     /// A response with every internal field: the session's initializer.
     ///
     /// - Parameters:

@@ -373,7 +373,7 @@ final class DelegateDataSink: TaskSink {
         guard let task = driver.task else { return }
         let finish: @Sendable () -> Void = {
             driver.reportMetrics(outcome.metrics)
-            taskDelegate?.urlSession(session, task: task, didCompleteWithError: outcome.error)
+            taskDelegate?.urlSession(session, task: task, didCompleteWithError: outcome.deliveredError)
             driver.taskCompleted()
         }
         // Apple's order: the last data, `willCacheResponse`, the metrics, the completion.

@@ -328,7 +328,9 @@ final class FileSink: AsyncDelivering {
                 error = failure.adding(resumeData: resumeData)
             }
             let settled = resumeData == nil ? file : nil
-            deliver(TaskOutcome(error: error, response: outcome.response, metrics: outcome.metrics), file: settled, driver: driver)
+            var settledOutcome = TaskOutcome(error: error, response: outcome.response, metrics: outcome.metrics)
+            if error == outcome.error { settledOutcome.reportedError = outcome.reportedError }
+            deliver(settledOutcome, file: settled, driver: driver)
         }
     }
 
@@ -386,13 +388,13 @@ final class FileSink: AsyncDelivering {
                 }
                 file?.remove()
                 driver.reportMetrics(outcome.metrics)
-                taskDelegate?.urlSession(session, task: task, didCompleteWithError: outcome.error)
+                taskDelegate?.urlSession(session, task: task, didCompleteWithError: outcome.deliveredError)
                 driver.taskCompleted()
             }
         case .handler(let handler):
             driver.enqueue {
                 driver.reportMetrics(outcome.metrics)
-                handler(location, outcome.response, outcome.error)
+                handler(location, outcome.response, outcome.deliveredError)
                 file?.remove()
                 driver.taskCompleted()
             }
@@ -400,7 +402,7 @@ final class FileSink: AsyncDelivering {
             if outcome.metrics != nil { driver.enqueue { driver.reportMetrics(outcome.metrics) } }
             // The caller owns a downloaded file from here on.
             let result: AsyncSlot.Outcome = location.map { AsyncSlot.outcome(nil, outcome.response, .file($0), url: driver.originalURL) }
-                ?? .failure(outcome.error ?? URLError.courier(.badServerResponse, "No response was received.", url: driver.originalURL))
+                ?? .failure(outcome.deliveredError ?? URLError.courier(.badServerResponse, "No response was received.", url: driver.originalURL))
             state.withLock { $0.slot.finish(result) }?.resume(with: result)
             driver.taskCompleted()
         }

@@ -146,6 +146,12 @@ open class HTTPCookie: NSObject, @unchecked Sendable {
         super.init()
     }
 
+    /// Decodes an archived cookie (NSSecureCoding); nil for an archive that holds none.
+    public required convenience init?(coder: NSCoder) {
+        guard let properties = HTTPCookie.decodedProperties(from: coder) else { return nil }
+        self.init(properties: properties)
+    }
+
     /// A cookie from the jar (session-only when it has no expiry).
     convenience init(_ stored: StoredCookie) {
         self.init(stored, originURL: nil, discard: false)

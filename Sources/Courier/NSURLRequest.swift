@@ -98,6 +98,12 @@ open class NSURLRequest: NSObject, NSSecureCoding, NSCopying, NSMutableCopying, 
     /// The request as a value, as it is now.
     var request: URLRequest { storage.withLock { $0 } }
 
+    /// Changes the wrapped request (for `URLProtocol`'s properties, which only a mutable
+    /// request takes).
+    func updateRequest(_ change: (inout URLRequest) -> Void) {
+        storage.withLock { change(&$0) }
+    }
+
     // MARK: Properties
 
     /// The URL to load.

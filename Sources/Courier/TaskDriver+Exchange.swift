@@ -23,6 +23,16 @@ extension TaskDriver {
         }
     }
 
+    /// An interim head (103 Early Hints, say) goes to the task delegate's
+    /// `didReceiveInformationalResponse`, on the delegate queue, before the final response.
+    func exchange(_ exchange: HTTPExchange, didReceiveInformationalHead head: HTTPResponseHead) {
+        let url = state.withLock { state in state.exchange === exchange ? state.request?.url : nil }
+        guard let url, let task, let delegate = taskDelegate else { return }
+        let response = HTTPURLResponse(url: url, head: head)
+        let session = self.session
+        enqueue { delegate.urlSession(session, task: task, didReceiveInformationalResponse: response) }
+    }
+
     func exchange(_ exchange: HTTPExchange, didReceiveHead head: HTTPResponseHead) {
         if refusesResumeRange(head, exchange: exchange) { return }
         var storedBody: Data?

@@ -8,10 +8,27 @@ extension TaskDriver {
     /// Builds the next request and asks the delegate about it; without a task delegate the
     /// redirect is followed as proposed.
     func askRedirectDelegate(_ redirect: RedirectPolicy.Redirect) {
-        let (current, response) = state.withLock { state -> (URLRequest?, HTTPURLResponse?) in
+        let (current, anyResponse, requested) = state.withLock { state -> (URLRequest?, URLResponse?, URLRequest?) in
             // A body dropped with the method stays dropped, whatever the upload gave.
             if redirect.bodyChange == .dropAndUseGET { state.bodySource = .request }
-            return (state.request, state.response as? HTTPURLResponse)
+            defer { state.protocolRedirect = nil }
+            return (state.request, state.response, state.protocolRedirect)
+        }
+        let response = anyResponse as? HTTPURLResponse
+        if let requested {
+            // A URLProtocol's redirect: its request is the proposal, as it is. Only an HTTP
+            // response is put to the delegate (the method takes one); another is followed.
+            guard let response, let delegate = taskDelegate, let task else {
+                redirectAnswered(requested, keepsBody: false)
+                return
+            }
+            let session = self.session
+            enqueue { [self] in
+                delegate.urlSession(session, task: task, willPerformHTTPRedirection: response, newRequest: requested) { [self] chosen in
+                    redirectAnswered(chosen, keepsBody: false)
+                }
+            }
+            return
         }
         guard let current, let response else {
             failRedirect(.courier(.badServerResponse, "The redirect has no request or response to follow.", url: originalURL))

@@ -90,6 +90,13 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         var tunnelRequeues = 0
         /// The `data:` or `file:` load under way, in place of an exchange.
         var localLoad: LocalLoad?
+        /// The `URLProtocol` load under way, in place of an exchange.
+        var protocolLoad: URLProtocolLoad?
+        /// The request a protocol redirected to, while the delegate decides.
+        var protocolRedirect: URLRequest?
+        /// The error the task completes with when it is not the `failure` itself (a
+        /// protocol's own error, passed on unchanged).
+        var reportedError: (any Error)?
         var authentication = AuthenticationState()
         var cache = CacheState()
         /// The resume data a download task was made from, and how far it got.
@@ -320,8 +327,9 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
                 }
                 kept.withUnsafeBytes { deliverBody($0, from: nil, decoder: decoder) }
             case .cancelExchange:
-                let (exchange, local) = state.withLock { ($0.exchange, $0.localLoad) }
+                let (exchange, local, loaded) = state.withLock { ($0.exchange, $0.localLoad, $0.protocolLoad) }
                 exchange?.cancel()
+                if let loaded { cancelProtocolLoad(loaded) }
                 if let local {
                     // A local load reports its cancellation as an exchange does: as its failure.
                     local.cancel()
@@ -335,6 +343,12 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
 
     /// Sends the current request as a new exchange.
     func startExchange() {
+        // A protocol load of the hop before (a redirect it reported) ends here.
+        stopProtocolLoad()
+        if let task, let request = state.withLock({ $0.request }), let type = session.protocolClass(for: task) {
+            startProtocolLoad(type, task: task, request: request)
+            return
+        }
         let (request, source, deadline, resumeRange) = state.withLock { ($0.request, $0.bodySource, $0.deadline, $0.resumeRange) }
         if let url = request?.url, LocalLoad.loads(url) {
             startLocalLoad(url)
@@ -436,10 +450,13 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
 
     /// Hands the current response to the sink, with a decoder for its content codings.
     private func deliverResponse() {
-        guard let (response, fromCache) = state.withLock({ state in state.response.map { ($0, state.cache.answeredFromCache) } }) else { return }
+        guard let (response, fromCache, fromProtocol) = state.withLock({ state in
+            state.response.map { ($0, state.cache.answeredFromCache, state.protocolLoad != nil) }
+        }) else { return }
         var decoder: ContentDecoder?
-        // A body from the cache was stored as delivered: decoded already.
-        if !fromCache, let coding = (response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Content-Encoding"),
+        // A body from the cache was stored as delivered: decoded already; a protocol's body is
+        // delivered as the protocol gives it.
+        if !fromCache, !fromProtocol, let coding = (response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Content-Encoding"),
            let codings = ContentCoding.codings(fromContentEncoding: coding), !codings.isEmpty {
             decoder = ContentDecoder(codings: codings, limits: session.frozenConfiguration.courierContentDecodingLimits)
         }
@@ -535,6 +552,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         let task = self.task
         let taskDelegate = Self.taskDelegate(of: task, in: session)
         var endedLoad: LocalLoad?
+        var endedProtocolLoad: URLProtocolLoad?
         var leftoverPartial: (file: DownloadFile, keep: Bool)?
         let outcome = state.withLock { state -> TaskOutcome in
             let url = state.request?.url ?? originalURL
@@ -550,6 +568,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             state.exchange = nil
             endedLoad = state.localLoad
             state.localLoad = nil
+            endedProtocolLoad = state.protocolLoad
+            state.protocolLoad = nil
             state.decoder = nil
             var metrics: URLSessionTaskMetrics?
             if taskDelegate != nil {
@@ -559,16 +579,19 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
                     redirectCount: state.machine.redirectCount
                 )
             }
-            return TaskOutcome(error: error, response: state.response, metrics: metrics, cacheProposal: cacheProposal, resume: offer)
+            var outcome = TaskOutcome(error: error, response: state.response, metrics: metrics, cacheProposal: cacheProposal, resume: offer)
+            if error != nil, error == state.failure { outcome.reportedError = state.reportedError }
+            return outcome
         }
         endedLoad?.cancel()
+        endedProtocolLoad?.stop()
         if let (file, keep) = leftoverPartial {
             // A partial file no response reached: kept for the resume data offered again, else deleted.
             if keep { _ = file.close() } else { file.remove() }
         }
         let progress = task?.storage.withLock { storage -> Progress? in
             storage.state = .completed
-            storage.error = outcome.error
+            storage.error = outcome.deliveredError
             if storage.response == nil { storage.response = outcome.response }
             return storage.progress
         }

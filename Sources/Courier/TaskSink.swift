@@ -56,6 +56,12 @@ struct TaskOutcome: Sendable {
     var cacheProposal: (CachedURLResponse, URLRequest)?
     /// For a download task: how to make resume data, and who asked for it.
     var resume: ResumeOffer?
+    /// The error to hand the caller in place of `error`, when the task failed with one it
+    /// did not make (a `URLProtocol`'s own error).
+    var reportedError: (any Error)?
+
+    /// The error the caller gets.
+    var deliveredError: (any Error)? { reportedError ?? error }
 }
 
 /// What an async call returns with its response: the body, or the downloaded file.
@@ -100,7 +106,7 @@ struct AsyncSlot {
     }
 
     /// The outcome of a successful load, or its failure.
-    static func outcome(_ error: URLError?, _ response: URLResponse?, _ payload: TaskPayload, url: URL?) -> Outcome {
+    static func outcome(_ error: (any Error)?, _ response: URLResponse?, _ payload: TaskPayload, url: URL?) -> Outcome {
         if let error { return .failure(error) }
         guard let response else {
             return .failure(URLError.courier(.badServerResponse, "No response was received.", url: url))
@@ -163,12 +169,12 @@ final class MemorySink: AsyncDelivering {
         case .handler(let handler):
             driver.enqueue {
                 driver.reportMetrics(outcome.metrics)
-                handler(outcome.error == nil ? data : nil, outcome.response, outcome.error)
+                handler(outcome.error == nil ? data : nil, outcome.response, outcome.deliveredError)
                 driver.taskCompleted()
             }
         case .async:
             if outcome.metrics != nil { driver.enqueue { driver.reportMetrics(outcome.metrics) } }
-            let result = AsyncSlot.outcome(outcome.error, outcome.response, .data(data), url: driver.originalURL)
+            let result = AsyncSlot.outcome(outcome.deliveredError, outcome.response, .data(data), url: driver.originalURL)
             buffer.withLock { $0.slot.finish(result) }?.resume(with: result)
             driver.taskCompleted()
         }

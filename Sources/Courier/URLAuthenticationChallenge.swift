@@ -53,6 +53,16 @@ open class URLProtectionSpace: NSObject, NSCopying, @unchecked Sendable {
         self.proxyType = type
     }
 
+    /// Decodes an archived space (NSSecureCoding); nil for an archive that holds none.
+    public required convenience init?(coder: NSCoder) {
+        guard let fields = URLProtectionSpace.decodedFields(from: coder) else { return nil }
+        if let proxyType = fields.proxyType {
+            self.init(proxyHost: fields.host, port: fields.port, type: proxyType, realm: fields.realm, authenticationMethod: fields.method)
+        } else {
+            self.init(host: fields.host, port: fields.port, protocol: fields.scheme, realm: fields.realm, authenticationMethod: fields.method)
+        }
+    }
+
     /// True when credentials travel encrypted: https, or a challenge that is not a password.
     open var receivesCredentialSecurely: Bool {
         self.protocol == NSURLProtectionSpaceHTTPS || authenticationMethod == NSURLAuthenticationMethodServerTrust

@@ -50,6 +50,8 @@ public struct URLRequest: Equatable, Hashable, @unchecked Sendable {
     /// Header fields in the order they were first set.
     private var headerFields: [(name: String, value: String)] = []
     private var body: Body = .none
+    /// What `URLProtocol.setProperty(_:forKey:in:)` stored; not part of equality.
+    var protocolProperties: [String: Any] = [:]
 
     private enum Body {
         case none

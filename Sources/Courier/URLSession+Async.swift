@@ -57,6 +57,7 @@ extension URLSession {
             preconditionFailure("an async task has an async sink")
         }
         if let delegate { task.delegate = delegate }
+        announceCreated(task)
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { continuation in
                 sink.wait(continuation)

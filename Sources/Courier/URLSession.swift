@@ -85,7 +85,8 @@ open class URLSession: NSObject, @unchecked Sendable {
     let proxySelection: ProxySelection
     /// False when no request of the session can take a proxy: the common case costs nothing.
     let mayUseProxy: Bool
-    private let isShared: Bool
+    /// True for `URLSession.shared`: the one that consults `URLProtocol.registerClass`'s classes.
+    let isShared: Bool
 
     /// A session with no delegate.
     public convenience init(configuration: URLSessionConfiguration) {
@@ -339,7 +340,20 @@ open class URLSession: NSObject, @unchecked Sendable {
         let identifier = nextTaskIdentifier()
         let task = make(self, identifier, request, delivery, body) as! T
         registry.withLock { $0.tasks[identifier] = task }
+        // An async call's task hears once its own delegate is set.
+        switch delivery {
+        case .async, .asyncBytes: break
+        default: announceCreated(task)
+        }
         return task
+    }
+
+    /// `urlSession(_:didCreateTask:)`, as Apple makes it: synchronously, before the call that
+    /// made the task returns (not on the delegate queue), to the task's delegate (whose
+    /// default passes it to the session's).
+    func announceCreated(_ task: URLSessionTask) {
+        guard let delegate = task.delegate ?? (self.delegate as? URLSessionTaskDelegate) else { return }
+        delegate.urlSession(self, didCreateTask: task)
     }
 
     /// Replaces a data task that became a download task: the new task (a new identifier) takes
@@ -356,7 +370,7 @@ open class URLSession: NSObject, @unchecked Sendable {
     }
 
     /// A new task's identifier, unique within the session.
-    private func nextTaskIdentifier() -> Int {
+    func nextTaskIdentifier() -> Int {
         registry.withLock { registry -> Int in
             defer { registry.nextTaskIdentifier += 1 }
             return registry.nextTaskIdentifier

@@ -116,6 +116,11 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     open var sharedContainerIdentifier: String?
     /// Accepted; no effect on Linux.
     open var shouldUseExtendedBackgroundIdleMode = false
+    /// `URLProtocol` subclasses that load this session's requests, consulted in order before
+    /// the built-in HTTP, `data:` and `file:` loading (the first whose `canInit(with:)` says
+    /// yes loads the request). Empty by default, so `protocolClasses?.insert(Mock.self, at: 0)`
+    /// works as on Apple platforms.
+    open var protocolClasses: [AnyClass]? = []
 
     init(kind: Kind) {
         self.kind = kind
@@ -155,6 +160,7 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     open func copy(with zone: NSZone?) -> Any {
         let copy = URLSessionConfiguration(kind: kind)
         copy.identifier = identifier
+        copy.protocolClasses = protocolClasses
         copy.timeoutIntervalForRequest = timeoutIntervalForRequest
         copy.timeoutIntervalForResource = timeoutIntervalForResource
         copy.httpMaximumConnectionsPerHost = httpMaximumConnectionsPerHost

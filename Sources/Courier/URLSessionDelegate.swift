@@ -23,6 +23,12 @@ extension URLSessionDelegate {
 /// session's delegate and does not implement a method, the default implementation passes the
 /// call on to the session's delegate.
 public protocol URLSessionTaskDelegate: URLSessionDelegate {
+    /// A task was made: called synchronously, before the method that made it returns (not on
+    /// the delegate queue), so the task can be configured before it is resumed.
+    func urlSession(_ session: URLSession, didCreateTask task: URLSessionTask)
+    /// An interim (1xx) response arrived ahead of the final one: 103 Early Hints, say. Not for
+    /// 101, which no task takes.
+    func urlSession(_ session: URLSession, task: URLSessionTask, didReceiveInformationalResponse response: HTTPURLResponse)
     /// Request body bytes were sent.
     func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64)
     /// The task finished; `error` is nil on success (a 404 is a success).
@@ -51,6 +57,14 @@ public protocol URLSessionTaskDelegate: URLSessionDelegate {
 }
 
 extension URLSessionTaskDelegate {
+    public func urlSession(_ session: URLSession, didCreateTask task: URLSessionTask) {
+        forwardingTarget(session, task)?.urlSession(session, didCreateTask: task)
+    }
+
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didReceiveInformationalResponse response: HTTPURLResponse) {
+        forwardingTarget(session, task)?.urlSession(session, task: task, didReceiveInformationalResponse: response)
+    }
+
     public func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
         forwardingTarget(session, task)?.urlSession(session, task: task, didSendBodyData: bytesSent, totalBytesSent: totalBytesSent, totalBytesExpectedToSend: totalBytesExpectedToSend)
     }

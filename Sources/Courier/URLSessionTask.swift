@@ -67,6 +67,20 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
         self.driver = TaskDriver(task: self, session: session, delivery: delivery, body: body)
     }
 
+    /// A task of no session's making, as Apple's deprecated `URLSessionTask()` gives: for
+    /// subclasses that stand in for tasks in tests (overriding `resume()` and the rest). It has
+    /// no request: resumed as it is, it completes with `.unsupportedURL`.
+    public override init() {
+        let session = URLSession.shared
+        self.session = session
+        self.identifier = session.nextTaskIdentifier()
+        self.original = nil
+        self.storage = Mutex(Storage(currentRequest: nil))
+        super.init()
+        let body = TaskDriver.BodySource.request
+        self.driver = TaskDriver(task: self, session: session, delivery: .delegate, body: body)
+    }
+
     /// A task that takes over `task`'s load: its requests, state, counts and driver (a data
     /// task that became a download task).
     init(session: URLSession, identifier: Int, replacing task: URLSessionTask) {

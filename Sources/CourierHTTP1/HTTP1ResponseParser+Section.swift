@@ -57,9 +57,9 @@ extension HTTP1ResponseParser {
         if section.count > options.maxHeaderSectionBytes { throw .headerSectionTooLarge }
     }
 
-    /// Finishes a head: parses it, skips interim responses and chooses the body's framing.
-    /// Returns the head to report, or nil when it was an interim response to skip.
-    mutating func finishHead() throws(HTTP1ResponseError) -> HTTPResponseHead? {
+    /// Finishes a head: parses it and, unless it is an interim response (after which another
+    /// head follows), chooses the body's framing.
+    mutating func finishHead() throws(HTTP1ResponseError) -> HTTPResponseHead {
         try rejectBareCarriageReturns()
         if options.allowsObsoleteLineFolding { unfoldLines(firstFieldLine: 1) }
         let statusLine = try parseStatusLine()
@@ -68,11 +68,11 @@ extension HTTP1ResponseParser {
             version: statusLine.version, status: statusLine.status,
             reason: statusLine.reason, fields: parsed.fields
         )
-        if head.isInformational && head.status != 101 {
+        if head.isInterim {
             informationalCount += 1
             if informationalCount > options.maxInformationalResponses { throw .tooManyInformationalResponses }
             resetSection()
-            return nil
+            return head
         }
         try chooseFraming(head, parsed)
         lastHeadByteCount = section.count
@@ -265,4 +265,9 @@ struct FieldRanges {
         body(first)
         for range in more { body(range) }
     }
+}
+
+extension HTTPResponseHead {
+    /// A 1xx response other than 101: another head follows on the same connection.
+    var isInterim: Bool { isInformational && status != 101 }
 }

@@ -9,8 +9,11 @@ import Musl
 /// What the response parser found in the bytes it was given.
 public enum HTTP1ResponseEvent: Sendable, Equatable {
     /// The final response head, or a 101 after which the parser reads nothing more (the
-    /// connection now speaks another protocol). Interim 1xx responses are skipped.
+    /// connection now speaks another protocol).
     case head(HTTPResponseHead)
+    /// An interim 1xx response other than 101 (100 Continue, 103 Early Hints): the final
+    /// head is still to come.
+    case informational(HTTPResponseHead)
     /// Body bytes, as positions in the input handed to the call that returned this event.
     case body(Range<Int>)
     /// The message is complete; `trailers` holds the fields of a chunked body's trailer section.
@@ -178,9 +181,8 @@ public struct HTTP1ResponseParser: Sendable {
                 let (used, done) = try scanSection(input, from: offset)
                 offset += used
                 guard done else { return HTTP1ParseStep(consumed: offset, event: nil) }
-                if let head = try finishHead() {
-                    return HTTP1ParseStep(consumed: offset, event: .head(head))
-                }
+                let head = try finishHead()
+                return HTTP1ParseStep(consumed: offset, event: head.isInterim ? .informational(head) : .head(head))
             case .trailers:
                 guard offset < input.count else { return HTTP1ParseStep(consumed: offset, event: nil) }
                 let (used, done) = try scanSection(input, from: offset)

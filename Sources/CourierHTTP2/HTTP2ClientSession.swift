@@ -262,15 +262,18 @@ public final class HTTP2ClientSession {
         }
     }
 
-    /// A complete header block: the response head (1xx heads skipped), or trailers.
+    /// A complete header block: an interim or the final response head, or trailers.
     private func headerBlockComplete(_ streamID: Int32, _ fields: [(name: String, value: String)], hadHead: Bool) {
         if let status = fields.first(where: { $0.name == ":status" }).flatMap({ Int($0.value) }) {
-            if (100..<200).contains(status) { return }
-            streams[streamID]?.headDelivered = true
             var head = HTTPResponseHead(version: .http2, status: status)
             for (name, value) in fields where !name.hasPrefix(":") {
                 head.fields.append(name: Self.canonicalName(name), value: value)
             }
+            if (100..<200).contains(status) {
+                delegate?.http2Stream(streamID, didReceiveInformationalHead: head)
+                return
+            }
+            streams[streamID]?.headDelivered = true
             delegate?.http2Stream(streamID, didReceiveHead: head)
         } else if hadHead {
             var trailers = HTTPFields()

@@ -117,8 +117,10 @@ public enum HTTP2BodyChunk {
 /// Receives what happens on an HTTP/2 client session; called synchronously from inside
 /// ``HTTP2ClientSession/receive(_:)`` and ``HTTP2ClientSession/drainOutput(into:)``.
 public protocol HTTP2SessionDelegate: AnyObject {
-    /// The final response head of a stream (1xx heads are skipped).
+    /// The final response head of a stream.
     func http2Stream(_ streamID: Int32, didReceiveHead head: HTTPResponseHead)
+    /// An interim 1xx head of a stream (103 Early Hints, say); the final head follows.
+    func http2Stream(_ streamID: Int32, didReceiveInformationalHead head: HTTPResponseHead)
     /// Body bytes, lent for the call. Tell the session when they are consumed (flow control).
     func http2Stream(_ streamID: Int32, didReceiveData bytes: UnsafeRawBufferPointer)
     /// Trailer fields, before the stream completes.
@@ -133,4 +135,9 @@ public protocol HTTP2SessionDelegate: AnyObject {
     func http2DidReceivePingAcknowledgement()
     /// The session needs body bytes for a stream: copy up to `buffer.count` into it.
     func http2Stream(_ streamID: Int32, readBodyInto buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyChunk
+}
+
+extension HTTP2SessionDelegate {
+    /// Interim heads are of no interest by default.
+    public func http2Stream(_ streamID: Int32, didReceiveInformationalHead head: HTTPResponseHead) {}
 }

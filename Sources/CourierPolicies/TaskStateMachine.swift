@@ -85,6 +85,9 @@ public struct TaskStateMachine: Sendable {
         case bodyFinished
         /// The delegate answered a redirect: `followed` when a next request will be sent.
         case redirectDecided(followed: Bool)
+        /// The loader itself reported a redirect to `Redirect` (a `URLProtocol`), in place of
+        /// a response: the delegate decides, within the redirect limit.
+        case redirectRequested(RedirectPolicy.Redirect)
         /// The retry delay is over.
         case retryTimerFired
         /// The challenge was answered: `retry` when a credential will be sent.
@@ -239,6 +242,15 @@ public struct TaskStateMachine: Sendable {
             }
             state = .finished
             return Actions(.deliverResponse, .deliverKeptResponse, .finish(.success))
+
+        case .redirectRequested(let redirect):
+            guard case .exchanging = state else { return Actions() }
+            guard redirectCount < RedirectPolicy.maximumRedirects else {
+                state = .finished
+                return Actions(.cancelExchange, .finish(.redirectFailed(.tooManyRedirects(limit: RedirectPolicy.maximumRedirects))))
+            }
+            state = .awaitingRedirectDecision(redirect)
+            return Actions(.askRedirectDelegate(redirect))
 
         case .credentialDecided(let retry):
             guard case .awaitingCredential = state else { return Actions() }

@@ -277,6 +277,8 @@ final class HTTP1Connection: TransportStreamDelegate {
                 return
             }
             current.exchange.delegate.exchange(current.exchange, didReceiveHead: head)
+        case .informational(let head):
+            current.exchange.delegate.exchange(current.exchange, didReceiveInformationalHead: head)
         case .body(let range):
             let slice = UnsafeRawBufferPointer(rebasing: bytes[(base + range.lowerBound)..<(base + range.upperBound)])
             active!.metrics.responseBodyBytesReceived += Int64(slice.count)

@@ -282,6 +282,12 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         exchange.delegate.exchange(exchange, didReceiveHead: head)
     }
 
+    func http2Stream(_ streamID: Int32, didReceiveInformationalHead head: HTTPResponseHead) {
+        guard let exchange = streams[streamID]?.exchange else { return }
+        streams[streamID]!.lastActivity = .now
+        exchange.delegate.exchange(exchange, didReceiveInformationalHead: head)
+    }
+
     func http2Stream(_ streamID: Int32, didReceiveData bytes: UnsafeRawBufferPointer) {
         guard let current = streams[streamID] else {
             session.consume(streamID: streamID, count: bytes.count)

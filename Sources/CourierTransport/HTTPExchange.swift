@@ -8,6 +8,8 @@ import Synchronization
 public protocol HTTPExchangeDelegate: AnyObject, Sendable {
     /// Request body bytes written so far (total).
     func exchange(_ exchange: HTTPExchange, didSendBodyBytes totalBytesSent: Int64)
+    /// An interim 1xx head arrived (not 101); the final head is still to come.
+    func exchange(_ exchange: HTTPExchange, didReceiveInformationalHead head: HTTPResponseHead)
     /// The final response head arrived.
     func exchange(_ exchange: HTTPExchange, didReceiveHead head: HTTPResponseHead)
     /// Body bytes arrived, lent for the duration of the call.
@@ -16,6 +18,11 @@ public protocol HTTPExchangeDelegate: AnyObject, Sendable {
     func exchange(_ exchange: HTTPExchange, didCompleteWithTrailers trailers: HTTPFields?, metrics: ExchangeMetrics)
     /// The exchange failed. Called once, unless it completed.
     func exchange(_ exchange: HTTPExchange, didFailWith error: TransportError, metrics: ExchangeMetrics)
+}
+
+extension HTTPExchangeDelegate {
+    /// Interim heads are of no interest by default.
+    public func exchange(_ exchange: HTTPExchange, didReceiveInformationalHead head: HTTPResponseHead) {}
 }
 
 /// One request travelling through the transport, and the caller's handle on it: cancel it,

@@ -89,6 +89,20 @@ struct TaskStateMachineTests {
             (head(304, "/x"), [.deliverResponse]),
             (.bodyFinished, [.finish(.success)]),
         ], final: .finished),
+        Script(name: "a loader's own redirect goes to the delegate; followed, another exchange", steps: [
+            (.started, [.startExchange]),
+            (.redirectRequested(redirect(to: "/elsewhere")), [.askRedirectDelegate(redirect(to: "/elsewhere"))]),
+            (.bodyFinished, []),
+            (.redirectDecided(followed: true), [.startExchange]),
+            (head(200), [.deliverResponse]),
+            (.redirectRequested(redirect(to: "/late")), []),
+            (.bodyFinished, [.finish(.success)]),
+        ], final: .finished),
+        Script(name: "a loader's refused redirect delivers its response", steps: [
+            (.started, [.startExchange]),
+            (.redirectRequested(redirect(to: "/no")), [.askRedirectDelegate(redirect(to: "/no"))]),
+            (.redirectDecided(followed: false), [.deliverResponse, .deliverKeptResponse, .finish(.success)]),
+        ], final: .finished),
         Script(name: "events out of place do nothing", steps: [
             (.bodyFinished, []),
             (.redirectDecided(followed: true), []),
@@ -142,6 +156,18 @@ struct TaskStateMachineTests {
         #expect(machine.isFinished)
     }
 
+    @Test("a loader's own redirects count toward the same limit")
+    func loaderRedirectLimit() {
+        var machine = TaskStateMachine()
+        #expect(machine.handle(.started) == [.startExchange])
+        for hop in 1...16 {
+            #expect(machine.handle(.redirectRequested(Self.redirect(to: "/hop\(hop)"))) == [.askRedirectDelegate(Self.redirect(to: "/hop\(hop)"))])
+            #expect(machine.handle(.redirectDecided(followed: true)) == [.startExchange])
+        }
+        #expect(machine.handle(.redirectRequested(Self.redirect(to: "/hop17"))) == [.cancelExchange, .finish(.redirectFailed(.tooManyRedirects(limit: 16)))])
+        #expect(machine.isFinished)
+    }
+
     /// Random event sequences: the machine never finishes twice, never acts after finishing, and
     /// every `startExchange` comes from `started` or a followed redirect.
     @Test("random sequences keep the invariants")
@@ -150,6 +176,7 @@ struct TaskStateMachineTests {
         let events: [Event] = [
             .started, Self.head(200), Self.head(302, "/r"), Self.head(303, "ftp://x/"), .keptBodyOverflowed,
             .bodyFinished, .redirectDecided(followed: true), .redirectDecided(followed: false), .retryTimerFired, Self.head(503, retryAfter: "1"),
+            .redirectRequested(Self.redirect(to: "/own")),
             .exchangeFailed, .deliveryFailed, .cancelRequested,
         ]
         for _ in 0..<2000 {

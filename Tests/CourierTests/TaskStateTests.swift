@@ -461,3 +461,71 @@ struct TaskStateTests {
         #expect(task.priority == 0.25)
     }
 }
+
+@Suite("Tasks made with init()")
+struct DetachedTaskTests {
+    /// The mocking pattern of many apps' tests: a data task subclass whose resume runs a closure.
+    final class StandInTask: URLSessionDataTask, @unchecked Sendable {
+        private let onResume: @Sendable () -> Void
+        init(onResume: @escaping @Sendable () -> Void) {
+            self.onResume = onResume
+        }
+        override func resume() { onResume() }
+    }
+
+    @Test("a subclass made with init() is a task of its own: resume runs the override")
+    func subclass() {
+        let resumed = Mutex(false)
+        let task = StandInTask { resumed.withLock { $0 = true } }
+        task.resume()
+        #expect(resumed.withLock { $0 })
+        #expect(task.originalRequest == nil && task.state == .suspended)
+        #expect(StandInTask { }.taskIdentifier != task.taskIdentifier)
+    }
+
+    @Test("a bare URLSessionTask() resumed completes with .unsupportedURL")
+    func bare() async throws {
+        let task = URLSessionTask()
+        task.resume()
+        for _ in 0..<500 where task.state != .completed { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(task.state == .completed)
+        #expect((task.error as? URLError)?.code == .unsupportedURL)
+    }
+}
+
+@Suite("didCreateTask")
+struct DidCreateTaskTests {
+    final class CreationRecorder: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+        let created = Mutex<[Int]>([])
+        func urlSession(_ session: URLSession, didCreateTask task: URLSessionTask) {
+            created.withLock { $0.append(task.taskIdentifier) }
+            // Apple's promise: the task can still be configured here, before resume.
+            task.taskDescription = "configured at creation"
+        }
+    }
+
+    @Test("the session delegate hears of each task before the method that made it returns")
+    func synchronous() {
+        let recorder = CreationRecorder()
+        let session = URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: nil)
+        defer { session.invalidateAndCancel() }
+        let data = session.dataTask(with: URL(string: "data:,a")!)
+        #expect(recorder.created.withLock { $0 } == [data.taskIdentifier])
+        let download = session.downloadTask(with: URL(string: "data:,b")!)
+        let upload = session.uploadTask(with: URLRequest(url: URL(string: "data:,c")!), from: Data())
+        #expect(recorder.created.withLock { $0 } == [data.taskIdentifier, download.taskIdentifier, upload.taskIdentifier])
+        #expect(upload.taskDescription == "configured at creation")
+    }
+
+    @Test("an async call's task delegate hears of its task, once")
+    func asyncDelegate() async throws {
+        let sessionRecorder = CreationRecorder()
+        let session = URLSession(configuration: .ephemeral, delegate: sessionRecorder, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let taskRecorder = CreationRecorder()
+        let (body, _) = try await session.data(for: URLRequest(url: URL(string: "data:,hello")!), delegate: taskRecorder)
+        #expect(body == Data("hello".utf8))
+        #expect(taskRecorder.created.withLock { $0.count } == 1)
+        #expect(sessionRecorder.created.withLock { $0 }.isEmpty, "the task's own delegate implements it: the session's is not asked")
+    }
+}

@@ -293,3 +293,39 @@ struct URLRequestTests {
         #expect(a != URLRequest(url: exampleURL))
     }
 }
+
+@Suite("URLProtocol properties")
+struct URLProtocolPropertyTests {
+    @Test("setProperty stores in a mutable request, copies carry it, removeProperty takes it out; equality ignores it")
+    func properties() {
+        let mutable = NSMutableURLRequest(url: URL(string: "http://127.0.0.1/a")!)
+        URLProtocol.setProperty(42, forKey: "count", in: mutable)
+        URLProtocol.setProperty(["a": 1], forKey: "table", in: mutable)
+        let request = mutable as URLRequest
+        #expect(URLProtocol.property(forKey: "count", in: request) as? Int == 42)
+        #expect((URLProtocol.property(forKey: "table", in: request) as? [String: Int])?["a"] == 1)
+        var copy = request
+        copy.setValue("x", forHTTPHeaderField: "X-Copy")
+        #expect(URLProtocol.property(forKey: "count", in: copy) as? Int == 42)
+        #expect(request == URLRequest(url: URL(string: "http://127.0.0.1/a")!))
+        URLProtocol.removeProperty(forKey: "count", in: mutable)
+        #expect(URLProtocol.property(forKey: "count", in: mutable as URLRequest) == nil)
+        #expect(URLProtocol.property(forKey: "count", in: request) as? Int == 42, "an earlier copy keeps its value")
+        #expect(URLProtocol.property(forKey: "missing", in: request) == nil)
+    }
+
+    @Test("the base class loads nothing; canonicalRequest and requestIsCacheEquivalent have Apple's defaults")
+    func defaults() {
+        let a = URLRequest(url: URL(string: "http://127.0.0.1/a")!)
+        var b = a
+        b.setValue("1", forHTTPHeaderField: "X-Other")
+        #expect(!URLProtocol.canInit(with: a))
+        #expect(URLProtocol.canonicalRequest(for: b) == b)
+        #expect(URLProtocol.requestIsCacheEquivalent(a, to: b))
+        #expect(!URLProtocol.requestIsCacheEquivalent(a, to: URLRequest(url: URL(string: "http://127.0.0.1/c")!)))
+        let configuration = URLSessionConfiguration.default
+        #expect(configuration.protocolClasses?.isEmpty == true)
+        configuration.protocolClasses?.insert(URLProtocol.self, at: 0)
+        #expect((configuration.copy() as? URLSessionConfiguration)?.protocolClasses?.count == 1)
+    }
+}

@@ -46,7 +46,7 @@ func courier(_ input: [UInt8], iterations: Int) -> Double {
                 switch step.event {
                 case .body(let range): bodyBytes += range.count
                 case .end: break parsing
-                case .head, .none: break
+                case .head, .informational, .none: break
                 }
             }
         }

@@ -5,6 +5,7 @@ import CourierHTTP1
 /// split: body bytes are joined between structural events.
 public enum ParsedEvent: Equatable {
     case head(status: Int, reason: String, fields: [HTTPFields.Field])
+    case informational(status: Int, reason: String, fields: [HTTPFields.Field])
     case body([UInt8])
     case end(trailers: [HTTPFields.Field])
     case error(HTTP1ResponseError)
@@ -41,6 +42,9 @@ public func parse(_ input: UnsafeRawBufferPointer, cuts: [Int], method: HTTPMeth
             switch step.event {
             case .head(let head)?:
                 record(.head(status: head.status, reason: head.reason, fields: head.fields.fields))
+            case .informational(let head)?:
+                precondition((100..<200).contains(head.status) && head.status != 101, "an interim event for a final status")
+                record(.informational(status: head.status, reason: head.reason, fields: head.fields.fields))
             case .body(let range)?:
                 precondition(range.lowerBound >= 0 && range.upperBound <= chunk.count - offset, "a body span outside the input")
                 record(.body(Array(UnsafeRawBufferPointer(rebasing: chunk[(offset + range.lowerBound)..<(offset + range.upperBound)]))))

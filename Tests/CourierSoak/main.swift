@@ -1,0 +1,156 @@
+// The soak: one URLSession, many requests in flight against nginx on loopback, the way a server
+// embedding Courier uses it, for as long as asked. It checks that every task completes exactly
+// once, and reports per tenth of the run the request rate and the resident memory, then the
+// file descriptors and temporary download files before and after. See scripts/soak.sh.
+//
+//   courier-soak [--requests N] [--concurrency N] [--calm] [--h1]
+//
+// --calm leaves out the cancels, suspends and short timeouts; --h1 leaves out HTTP/2.
+import Courier
+import Foundation
+import Synchronization
+import _CourierTestSupport
+
+struct Options {
+    var requests = 100_000
+    var concurrency = 64
+    var chaos = true
+    var http2 = true
+
+    init(_ arguments: [String]) {
+        var iterator = arguments.dropFirst().makeIterator()
+        while let argument = iterator.next() {
+            switch argument {
+            case "--requests": requests = iterator.next().flatMap(Int.init) ?? requests
+            case "--concurrency": concurrency = iterator.next().flatMap(Int.init) ?? concurrency
+            case "--calm": chaos = false
+            case "--h1": http2 = false
+            default:
+                FileHandle.standardError.write(Data("usage: courier-soak [--requests N] [--concurrency N] [--calm] [--h1]\n".utf8))
+                exit(2)
+            }
+        }
+    }
+}
+
+/// Resident memory in MB, from /proc.
+func residentMegabytes() -> Double {
+    guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+    let fields = statm.split(separator: " ")
+    guard fields.count > 1, let pages = Double(fields[1]) else { return 0 }
+    return pages * Double(sysconf(Int32(_SC_PAGESIZE))) / 1_048_576
+}
+
+func openDescriptors() -> Int {
+    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+}
+
+func downloadFiles() -> Int {
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path)) ?? []
+    return names.filter { $0.hasPrefix("CourierDownload_") || $0.hasPrefix("CourierPartial_") }.count
+}
+
+/// Counts completions per request index: each must complete exactly once.
+final class Ledger: Sendable {
+    private let counts: Mutex<[UInt8]>
+    let completed = Atomic<Int>(0)
+
+    init(_ count: Int) {
+        counts = Mutex([UInt8](repeating: 0, count: count))
+    }
+
+    func complete(_ index: Int) {
+        counts.withLock { $0[index] &+= 1 }
+        completed.add(1, ordering: .relaxed)
+    }
+
+    /// Requests that completed other than once.
+    var anomalies: (lost: Int, doubled: Int) {
+        counts.withLock { counts in (counts.filter { $0 == 0 }.count, counts.filter { $0 > 1 }.count) }
+    }
+}
+
+let options = Options(CommandLine.arguments)
+let nginx = try NginxServer.shared()
+let session = URLSession(configuration: .default)
+let ledger = Ledger(options.requests)
+let descriptorsBefore = openDescriptors()
+let filesBefore = downloadFiles()
+
+/// One request of the mix, by its index: async data, completion-handler data and download
+/// tasks, over HTTP/1.1 and HTTP/2, some cancelled, suspended for a moment or timed out.
+func load(_ index: Int) async {
+    let http2 = options.http2 && index % 2 == 1
+    let path = index % 5 == 0 ? "/files/64k.bin" : "/files/100.bin"
+    var request = URLRequest(url: http2 ? nginx.tlsURL("good", path) : nginx.url(path))
+    let chaos = options.chaos ? index % 20 : -1
+    if chaos == 3 { request.timeoutInterval = 0.0005 }
+    switch index % 3 {
+    case 0:
+        let task = Task { _ = try? await session.data(for: request) }
+        if chaos == 7 { task.cancel() }
+        await task.value
+        ledger.complete(index)
+    case 1:
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let task = session.dataTask(with: request) { _, _, _ in
+                ledger.complete(index)
+                continuation.resume()
+            }
+            task.resume()
+            if chaos == 7 { task.cancel() }
+            if chaos == 11 {
+                task.suspend()
+                task.resume()
+            }
+        }
+    default:
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let task = session.downloadTask(with: request) { _, _, _ in
+                ledger.complete(index)
+                continuation.resume()
+            }
+            task.resume()
+            if chaos == 7 { task.cancel() }
+        }
+    }
+}
+
+let start = ContinuousClock.now
+let tenth = max(options.requests / 10, 1)
+var lastMark = start
+var lastCount = 0
+print("requests: \(options.requests), in flight: \(options.concurrency), chaos: \(options.chaos), http2: \(options.http2)")
+print("decile  requests  req/s    RSS MB")
+await withTaskGroup(of: Void.self) { group in
+    var next = 0
+    for _ in 0..<min(options.concurrency, options.requests) {
+        let index = next
+        group.addTask { await load(index) }
+        next += 1
+    }
+    while await group.next() != nil {
+        let done = ledger.completed.load(ordering: .relaxed)
+        if done - lastCount >= tenth {
+            let now = ContinuousClock.now
+            let seconds = Double((now - lastMark).components.attoseconds) / 1e18 + Double((now - lastMark).components.seconds)
+            print(String(format: "%6d  %8d  %7.0f  %7.1f", done / tenth, done, Double(done - lastCount) / seconds, residentMegabytes()))
+            lastMark = now
+            lastCount = done
+        }
+        if next < options.requests {
+            let index = next
+            group.addTask { await load(index) }
+            next += 1
+        }
+    }
+}
+session.finishTasksAndInvalidate()
+try? await Task.sleep(for: .milliseconds(500))
+let (lost, doubled) = ledger.anomalies
+let descriptorsAfter = openDescriptors()
+let filesAfter = downloadFiles()
+print("completed exactly once: \(options.requests - lost - doubled) of \(options.requests) (lost \(lost), doubled \(doubled))")
+print("file descriptors: \(descriptorsBefore) before, \(descriptorsAfter) after")
+print("download files left: \(filesAfter - filesBefore)")
+exit(lost == 0 && doubled == 0 && filesAfter <= filesBefore ? 0 : 1)

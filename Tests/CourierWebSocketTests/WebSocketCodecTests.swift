@@ -1,0 +1,181 @@
+import CourierWebSocket
+import Testing
+import _CourierTestSupport
+
+/// RFC 6455 framing: what the parser accepts and refuses, the encoder's bytes, fragments joined
+/// into messages, UTF-8 checked across fragments, close payloads.
+@Suite("WebSocket codec")
+struct WebSocketCodecTests {
+    /// Every frame in `bytes`, fed `piece` bytes at a time (0: all at once).
+    private func frames(_ bytes: [UInt8], role: WebSocketRole = .client, piece: Int = 0, limit: Int = 1 << 20, rsv1: Bool = false) throws -> [WebSocketFrame] {
+        var parser = WebSocketFrameParser(role: role, maximumFramePayload: limit, allowsRSV1: rsv1)
+        var found: [WebSocketFrame] = []
+        var offset = 0
+        while offset < bytes.count {
+            let end = piece == 0 ? bytes.count : min(bytes.count, offset + piece)
+            var chunkOffset = offset
+            while chunkOffset < end {
+                let step = try bytes[chunkOffset..<end].withUnsafeBytes { chunk in try parser.next(chunk) }
+                chunkOffset += step.consumed
+                if let frame = step.frame { found.append(frame) } else if step.consumed == 0 { break }
+            }
+            offset = end
+        }
+        #expect(parser.isAtFrameBoundary)
+        return found
+    }
+
+    private func encoded(_ frame: WebSocketFrame, mask: [UInt8]? = nil) -> [UInt8] {
+        var bytes: [UInt8] = []
+        WebSocketFrameEncoder.encode(frame, maskingKey: mask, into: &bytes)
+        return bytes
+    }
+
+    @Test("RFC 6455's examples: an unmasked and a masked \"Hello\", a ping, 256 and 65536 bytes")
+    func rfcExamples() throws {
+        #expect(try frames([0x81, 0x05, 0x48, 0x65, 0x6c, 0x6c, 0x6f]) == [WebSocketFrame(opcode: .text, payload: Array("Hello".utf8))])
+        let masked: [UInt8] = [0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58]
+        #expect(try frames(masked, role: .server) == [WebSocketFrame(opcode: .text, payload: Array("Hello".utf8))])
+        #expect(encoded(WebSocketFrame(opcode: .text, payload: Array("Hello".utf8)), mask: [0x37, 0xfa, 0x21, 0x3d]) == masked)
+        #expect(try frames([0x89, 0x05] + Array("Hello".utf8)) == [WebSocketFrame(opcode: .ping, payload: Array("Hello".utf8))])
+        let medium = encoded(WebSocketFrame(opcode: .binary, payload: [UInt8](repeating: 7, count: 256)))
+        #expect(Array(medium.prefix(4)) == [0x82, 0x7E, 0x01, 0x00])
+        let large = encoded(WebSocketFrame(opcode: .binary, payload: [UInt8](repeating: 9, count: 65536)))
+        #expect(Array(large.prefix(10)) == [0x82, 0x7F, 0, 0, 0, 0, 0, 1, 0, 0])
+    }
+
+    @Test("any split of the input gives the same frames", arguments: [1, 2, 3, 7, 13, 100])
+    func splits(_ piece: Int) throws {
+        var generator = SplitMix64(seed: UInt64(piece))
+        var bytes: [UInt8] = []
+        var expected: [WebSocketFrame] = []
+        for size in [0, 1, 125, 126, 127, 65535, 65536, 70000] {
+            let payload = (0..<size).map { _ in UInt8(generator.below(256)) }
+            let frame = WebSocketFrame(fin: size % 2 == 0, opcode: size % 2 == 0 ? .binary : .continuation, payload: payload)
+            expected.append(frame)
+            let key = (0..<4).map { _ in UInt8(generator.below(256)) }
+            WebSocketFrameEncoder.encode(frame, maskingKey: key, into: &bytes)
+        }
+        let parsed = try frames(bytes, role: .server, piece: piece)
+        #expect(parsed.count == expected.count)
+        for (got, want) in zip(parsed, expected) {
+            #expect(got.fin == want.fin && got.opcode == want.opcode && sameBytes(got.payload, want.payload))
+        }
+    }
+
+    @Test("frames a client must refuse fail at once, and the parser stays failed")
+    func refusals() throws {
+        let cases: [([UInt8], WebSocketError)] = [
+            ([0x81, 0x85, 1, 2, 3, 4, 0], .wrongMasking),
+            ([0xC1, 0x00], .reservedBitsSet),
+            ([0x91, 0x00], .reservedBitsSet),
+            ([0x83, 0x00], .reservedOpcode(3)),
+            ([0x8B, 0x00], .reservedOpcode(11)),
+            ([0x09, 0x00], .invalidControlFrame),
+            ([0x89, 0x7E, 0x00, 0x7E], .invalidControlFrame),
+            ([0x82, 0x7F, 0x80, 0, 0, 0, 0, 0, 0, 1], .invalidLength),
+            ([0x82, 0x7E, 0x10, 0x00], .frameTooLarge(limit: 4000)),
+        ]
+        for (bytes, error) in cases {
+            var parser = WebSocketFrameParser(role: .client, maximumFramePayload: 4000)
+            #expect(throws: error) { _ = try bytes.withUnsafeBytes { chunk in try parser.next(chunk) } }
+            #expect(throws: error) { _ = try ([0x81, 0x00] as [UInt8]).withUnsafeBytes { chunk in try parser.next(chunk) } }
+        }
+        // A server refuses unmasked frames; RSV1 passes only when negotiated, and never on control frames.
+        #expect(throws: WebSocketError.wrongMasking) { _ = try frames([0x81, 0x00], role: .server) }
+        #expect(try frames([0xC1, 0x00], rsv1: true).first?.rsv1 == true)
+        #expect(throws: WebSocketError.reservedBitsSet) { _ = try frames([0xC9, 0x00], rsv1: true) }
+    }
+
+    @Test("fragments join into one message, with control frames between them")
+    func fragments() throws {
+        var reader = WebSocketMessageReader()
+        #expect(try reader.read(WebSocketFrame(fin: false, opcode: .text, payload: Array("Hel".utf8))) == nil)
+        #expect(reader.isInsideMessage)
+        #expect(try reader.read(WebSocketFrame(opcode: .ping, payload: [1])) == .ping([1]))
+        #expect(try reader.read(WebSocketFrame(fin: false, opcode: .continuation, payload: Array("lo, ".utf8))) == nil)
+        #expect(try reader.read(WebSocketFrame(opcode: .continuation, payload: Array("world".utf8))) == .text("Hello, world"))
+        #expect(!reader.isInsideMessage)
+        #expect(try reader.read(WebSocketFrame(opcode: .binary, payload: [0, 255])) == .binary([0, 255]))
+        #expect(try reader.read(WebSocketFrame(opcode: .text)) == .text(""))
+    }
+
+    @Test("fragments out of order, and messages over the limit, fail")
+    func sequenceErrors() throws {
+        var reader = WebSocketMessageReader(maximumMessageSize: 10)
+        #expect(throws: WebSocketError.unexpectedContinuation) { _ = try reader.read(WebSocketFrame(opcode: .continuation, payload: [1])) }
+        var open = WebSocketMessageReader(maximumMessageSize: 10)
+        _ = try open.read(WebSocketFrame(fin: false, opcode: .binary, payload: [1]))
+        #expect(throws: WebSocketError.expectedContinuation) { _ = try open.read(WebSocketFrame(opcode: .text, payload: [])) }
+        var small = WebSocketMessageReader(maximumMessageSize: 10)
+        _ = try small.read(WebSocketFrame(fin: false, opcode: .binary, payload: [UInt8](repeating: 0, count: 6)))
+        #expect(throws: WebSocketError.messageTooLarge(limit: 10)) {
+            _ = try small.read(WebSocketFrame(opcode: .continuation, payload: [UInt8](repeating: 0, count: 5)))
+        }
+    }
+
+    @Test("invalid UTF-8 fails in the fragment that holds it; a sequence split between fragments is fine")
+    func utf8AcrossFragments() throws {
+        let euro: [UInt8] = [0xE2, 0x82, 0xAC]
+        var reader = WebSocketMessageReader()
+        #expect(try reader.read(WebSocketFrame(fin: false, opcode: .text, payload: [0x41, euro[0]])) == nil)
+        #expect(try reader.read(WebSocketFrame(opcode: .continuation, payload: [euro[1], euro[2]])) == .text("A€"))
+
+        var failing = WebSocketMessageReader()
+        // 0xED 0xA0 starts a surrogate: wrong as soon as its second byte arrives, before the end.
+        #expect(throws: WebSocketError.invalidUTF8) { _ = try failing.read(WebSocketFrame(fin: false, opcode: .text, payload: [0x41, 0xED, 0xA0])) }
+        var truncated = WebSocketMessageReader()
+        #expect(throws: WebSocketError.invalidUTF8) { _ = try truncated.read(WebSocketFrame(opcode: .text, payload: [0x41, 0xE2, 0x82])) }
+        #expect(WebSocketError.invalidUTF8.closeCode == 1007)
+    }
+
+    @Test("the UTF-8 check agrees with Swift's decoder on every 1-, 2- and 3-byte sequence")
+    func utf8Exhaustive() {
+        var checked = 0
+        for first in 0...255 {
+            for second in [-1] + Array(0...255) {
+                var bytes = [UInt8(first)]
+                if second >= 0 { bytes.append(UInt8(second)) }
+                let thirds = (first >= 0xE0 && second >= 0) ? Array(0x70...0xC0) : [-1]
+                for third in thirds {
+                    var sequence = bytes
+                    if third >= 0 { sequence.append(UInt8(third)) }
+                    var validator = UTF8Validator()
+                    let ours = validator.feed(sequence) && validator.isComplete
+                    let swift = String(validating: sequence, as: UTF8.self) != nil
+                    #expect(ours == swift, "\(sequence)")
+                    checked += 1
+                }
+            }
+        }
+        #expect(checked > 100_000)
+    }
+
+    @Test("close payloads: none, a code, a code and a reason; a lone byte, a reserved code or a bad reason fail")
+    func closePayloads() throws {
+        var reader = WebSocketMessageReader()
+        #expect(try reader.read(WebSocketFrame(opcode: .close)) == .close(code: nil, reason: ""))
+        #expect(try reader.read(WebSocketFrame(opcode: .close, payload: WebSocketFrameEncoder.closePayload(code: 1000, reason: "bye"))) == .close(code: 1000, reason: "bye"))
+        for code: UInt16 in [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 3000, 3999, 4000, 4999] {
+            #expect(WebSocketMessageReader.isSendable(code), "\(code)")
+        }
+        for code: UInt16 in [0, 999, 1004, 1005, 1006, 1012, 1013, 1014, 1015, 1016, 1100, 2000, 2999, 5000, 65535] {
+            #expect(!WebSocketMessageReader.isSendable(code), "\(code)")
+            #expect(throws: WebSocketError.invalidClose(code: code)) { _ = try reader.read(WebSocketFrame(opcode: .close, payload: [UInt8(code >> 8), UInt8(code & 0xFF)])) }
+        }
+        #expect(throws: WebSocketError.invalidClose(code: nil)) { _ = try reader.read(WebSocketFrame(opcode: .close, payload: [3])) }
+        #expect(throws: WebSocketError.invalidUTF8) { _ = try reader.read(WebSocketFrame(opcode: .close, payload: [0x03, 0xE8, 0xFF])) }
+        // A long reason is cut at a character boundary to fit a control frame.
+        let long = WebSocketFrameEncoder.closePayload(code: 1000, reason: String(repeating: "é", count: 100))
+        #expect(long.count <= 125)
+        #expect(try reader.read(WebSocketFrame(opcode: .close, payload: long)) == .close(code: 1000, reason: String(repeating: "é", count: 61)))
+    }
+
+    @Test("masking keys vary and a masked frame reads back under the server role")
+    func maskingKeys() throws {
+        let keys = Set((0..<16).map { _ in WebSocketFrameEncoder.makeMaskingKey() })
+        #expect(keys.count > 1 && keys.allSatisfy { $0.count == 4 })
+        let frame = WebSocketFrame(opcode: .binary, payload: Array(0...200))
+        #expect(try frames(encoded(frame, mask: WebSocketFrameEncoder.makeMaskingKey()), role: .server) == [frame])
+    }
+}
