@@ -5,6 +5,7 @@
 #
 #   scripts/soak.sh                      # the full soak (about ten minutes on 2 cores)
 #   scripts/soak.sh --requests 10000     # a short one
+#   scripts/soak.sh --debug --requests 10000   # the test command's: on the debug build
 #
 # It prints, per tenth of the run, the request rate and the resident memory, then whether every
 # task completed exactly once, the open file descriptors before and after, and the download
@@ -15,12 +16,20 @@ scripts/lib/ensure-system.sh test >/dev/null
 run_dir="$PWD/.test-run/soak-$$"
 mkdir -p "$run_dir"
 export COURIER_TEST_RUN_DIR="$run_dir"
+# The shared cookie and cache stores go to the run directory, never the user's.
+export XDG_DATA_HOME="$run_dir/xdg-data" XDG_CACHE_HOME="$run_dir/xdg-cache"
 cleanup() {
   find "$run_dir" -name server.pid 2>/dev/null | while read -r pidfile; do kill "$(cat "$pidfile")" 2>/dev/null || true; done
   rm -rf "$run_dir"
   rmdir "$PWD/.test-run" 2>/dev/null || true
 }
 trap cleanup EXIT
-swift build -c release --product courier-soak >/dev/null 2>&1 || swift build -c release --target courier-soak
+# --debug: the debug build the test command already made (a short soak there), else release.
+configuration=release
+if [ "${1:-}" = "--debug" ]; then
+  configuration=debug
+  shift
+fi
+swift build -c "$configuration" --product courier-soak >/dev/null
 [ $# -eq 0 ] && set -- --requests 1000000
-"$(swift build -c release --show-bin-path)/courier-soak" "$@"
+"$(swift build -c "$configuration" --show-bin-path)/courier-soak" "$@"

@@ -163,7 +163,7 @@ final class FileSink: AsyncDelivering {
             return .success(partial)
         }
         do {
-            return .success(try driver.session.makeDownloadFile.withLock { $0 }())
+            return .success(try driver.session.makeDownloadFile.withLock { $0.make }())
         } catch {
             let message = (error as? DownloadFileError)?.message ?? "Cannot create the download file: \(error)."
             return .failure(.courier(.cannotCreateFile, message, url: response.url))

@@ -66,7 +66,7 @@ open class URLSession: NSObject, @unchecked Sendable {
     let registry: Mutex<Registry>
     /// Makes the file a download task writes to: a new file in the temporary directory. Tests
     /// replace it to reach the failure paths.
-    let makeDownloadFile = Mutex<@Sendable () throws -> DownloadFile>({
+    let makeDownloadFile = Mutex(DownloadFileMaker {
         try DownloadFile.create(in: FileManager.default.temporaryDirectory)
     })
     /// How long a download's write on the event loop may take before the download moves to
@@ -398,5 +398,18 @@ open class URLSession: NSObject, @unchecked Sendable {
             delegate?.urlSession(self, didBecomeInvalidWithError: nil)
             registry.withLock { $0.delegate = nil }
         }
+    }
+}
+
+/// How a session makes download files, held by its `makeDownloadFile` mutex. The closure is
+/// wrapped in a struct on purpose: a closure that is itself a `Mutex`'s value goes through the
+/// generic `withLock` as an `inout` function value, and each access writes it back wrapped in
+/// two more reabstraction thunks. The chain grew by two thunks per download, so every download
+/// cost more time and memory than the one before, until a deep enough chain overflowed the stack.
+struct DownloadFileMaker: Sendable {
+    var make: @Sendable () throws -> DownloadFile
+
+    init(_ make: @escaping @Sendable () throws -> DownloadFile) {
+        self.make = make
     }
 }

@@ -3,9 +3,11 @@
 // once, and reports per tenth of the run the request rate and the resident memory, then the
 // file descriptors and temporary download files before and after. See scripts/soak.sh.
 //
-//   courier-soak [--requests N] [--concurrency N] [--calm] [--h1]
+//   courier-soak [--requests N] [--concurrency N] [--calm] [--h1] [--cache]
 //
-// --calm leaves out the cancels, suspends and short timeouts; --h1 leaves out HTTP/2.
+// --calm leaves out the cancels, suspends and short timeouts; --h1 leaves out HTTP/2; --cache
+// keeps the default configuration's URLCache (left out otherwise, so that every request goes
+// to nginx).
 import Courier
 import Foundation
 import Synchronization
@@ -16,6 +18,7 @@ struct Options {
     var concurrency = 64
     var chaos = true
     var http2 = true
+    var cache = false
 
     init(_ arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -25,8 +28,9 @@ struct Options {
             case "--concurrency": concurrency = iterator.next().flatMap(Int.init) ?? concurrency
             case "--calm": chaos = false
             case "--h1": http2 = false
+            case "--cache": cache = true
             default:
-                FileHandle.standardError.write(Data("usage: courier-soak [--requests N] [--concurrency N] [--calm] [--h1]\n".utf8))
+                FileHandle.standardError.write(Data("usage: courier-soak [--requests N] [--concurrency N] [--calm] [--h1] [--cache]\n".utf8))
                 exit(2)
             }
         }
@@ -41,8 +45,23 @@ func residentMegabytes() -> Double {
     return pages * Double(sysconf(Int32(_SC_PAGESIZE))) / 1_048_576
 }
 
-func openDescriptors() -> Int {
-    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+/// The open file descriptors, by what they point at.
+func openDescriptors() -> [String] {
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+    return names.map { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)")) ?? "?" }
+}
+
+/// What `after` holds that `before` did not, kinds counted ("socket" for every socket, ...).
+func extra(_ after: [String], over before: [String]) -> [String: Int] {
+    var counts: [String: Int] = [:]
+    for target in after { counts[kind(target), default: 0] += 1 }
+    for target in before { counts[kind(target), default: 0] -= 1 }
+    return counts.filter { $0.value != 0 }
+}
+
+func kind(_ target: String) -> String {
+    if let bracket = target.firstIndex(of: "[") { return String(target[..<bracket]) }
+    return target
 }
 
 func downloadFiles() -> Int {
@@ -72,7 +91,9 @@ final class Ledger: Sendable {
 
 let options = Options(CommandLine.arguments)
 let nginx = try NginxServer.shared()
-let session = URLSession(configuration: .default)
+let configuration = URLSessionConfiguration.default
+if !options.cache { configuration.urlCache = nil }
+let session = URLSession(configuration: configuration)
 let ledger = Ledger(options.requests)
 let descriptorsBefore = openDescriptors()
 let filesBefore = downloadFiles()
@@ -120,8 +141,9 @@ let start = ContinuousClock.now
 let tenth = max(options.requests / 10, 1)
 var lastMark = start
 var lastCount = 0
-print("requests: \(options.requests), in flight: \(options.concurrency), chaos: \(options.chaos), http2: \(options.http2)")
+print("requests: \(options.requests), in flight: \(options.concurrency), chaos: \(options.chaos), http2: \(options.http2), cache: \(options.cache)")
 print("decile  requests  req/s    RSS MB")
+fflush(nil)
 await withTaskGroup(of: Void.self) { group in
     var next = 0
     for _ in 0..<min(options.concurrency, options.requests) {
@@ -135,6 +157,8 @@ await withTaskGroup(of: Void.self) { group in
             let now = ContinuousClock.now
             let seconds = Double((now - lastMark).components.attoseconds) / 1e18 + Double((now - lastMark).components.seconds)
             print(String(format: "%6d  %8d  %7.0f  %7.1f", done / tenth, done, Double(done - lastCount) / seconds, residentMegabytes()))
+            // Shown as it comes, even into a pipe.
+            fflush(nil)
             lastMark = now
             lastCount = done
         }
@@ -151,6 +175,6 @@ let (lost, doubled) = ledger.anomalies
 let descriptorsAfter = openDescriptors()
 let filesAfter = downloadFiles()
 print("completed exactly once: \(options.requests - lost - doubled) of \(options.requests) (lost \(lost), doubled \(doubled))")
-print("file descriptors: \(descriptorsBefore) before, \(descriptorsAfter) after")
+print("file descriptors: \(descriptorsBefore.count) before, \(descriptorsAfter.count) after \(extra(descriptorsAfter, over: descriptorsBefore))")
 print("download files left: \(filesAfter - filesBefore)")
 exit(lost == 0 && doubled == 0 && filesAfter <= filesBefore ? 0 : 1)

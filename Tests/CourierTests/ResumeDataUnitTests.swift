@@ -1,5 +1,6 @@
 @testable import Courier
 import Foundation
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -82,5 +83,26 @@ struct ResumeDataUnitTests {
         #expect(PartialDownloadFiles.sweep(directory) == 1)
         let left = Set(try FileManager.default.contentsOfDirectory(atPath: directory.path))
         #expect(left == ["CourierPartial_new222.partial", "CourierDownload_old333.tmp", "other.partial"])
+    }
+}
+
+@Suite("Download file maker")
+struct DownloadFileMakerTests {
+    @Test("reading the session's download-file maker does not wrap it further: the 300,000th read calls it as the first did")
+    func noThunkChain() throws {
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.invalidateAndCancel() }
+        let made = Mutex(0)
+        session.makeDownloadFile.withLock { maker in
+            maker.make = {
+                made.withLock { $0 += 1 }
+                throw URLError(.cannotCreateFile)
+            }
+        }
+        // A closure stored as the mutex's value itself came back from each access wrapped in two
+        // more thunks; calling it after this many accesses overflowed the stack.
+        for _ in 0..<300_000 { _ = session.makeDownloadFile.withLock { $0.make } }
+        #expect(throws: URLError.self) { try session.makeDownloadFile.withLock { $0.make }() }
+        #expect(made.withLock { $0 } == 1)
     }
 }

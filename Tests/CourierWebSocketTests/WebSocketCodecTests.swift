@@ -179,3 +179,67 @@ struct WebSocketCodecTests {
         #expect(try frames(encoded(frame, mask: WebSocketFrameEncoder.makeMaskingKey()), role: .server) == [frame])
     }
 }
+
+@Suite("WebSocket handshake")
+struct WebSocketHandshakeTests {
+    /// RFC 6455 section 1.3's nonce, "the sample nonce".
+    static let sampleNonce = Array("the sample nonce".utf8)
+
+    private func values(_ fields: [String: String]) -> (String) -> [String] {
+        { name in
+            guard let value = fields.first(where: { $0.key.lowercased() == name.lowercased() })?.value else { return [] }
+            return value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        }
+    }
+
+    private func good(_ handshake: WebSocketHandshake, _ extra: [String: String] = [:]) -> [String: String] {
+        ["Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Accept": WebSocketHandshake.accept(forKey: handshake.key)].merging(extra) { $1 }
+    }
+
+    @Test("RFC 6455's example: the key and its accept value")
+    func rfcExample() throws {
+        let handshake = WebSocketHandshake(nonce: Self.sampleNonce, protocols: ["chat", "superchat"])
+        #expect(handshake.key == "dGhlIHNhbXBsZSBub25jZQ==")
+        #expect(WebSocketHandshake.accept(forKey: handshake.key) == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+        let fields = Dictionary(uniqueKeysWithValues: handshake.requestFields.map { ($0.name, $0.value) })
+        #expect(fields["Sec-WebSocket-Version"] == "13" && fields["Upgrade"] == "websocket" && fields["Connection"] == "Upgrade")
+        #expect(fields["Sec-WebSocket-Protocol"] == "chat, superchat")
+        #expect(fields["Sec-WebSocket-Extensions"] == nil)
+        let agreement = try handshake.check(status: 101, values: values(good(handshake, ["Sec-WebSocket-Protocol": "chat"])))
+        #expect(agreement.subprotocol == "chat" && agreement.deflate == nil)
+    }
+
+    @Test("random keys are 16 bytes, base64, and differ")
+    func randomKeys() {
+        let keys = Set((0..<8).map { _ in WebSocketHandshake().key })
+        #expect(keys.count == 8)
+        #expect(keys.allSatisfy { $0.count == 24 && $0.hasSuffix("==") })
+    }
+
+    @Test("answers that do not open a WebSocket are refused, each for its reason")
+    func refusals() {
+        let handshake = WebSocketHandshake(nonce: Self.sampleNonce, protocols: ["chat"])
+        let ok = good(handshake)
+        #expect(throws: WebSocketHandshakeError.notSwitching(status: 200)) { try handshake.check(status: 200, values: values(ok)) }
+        #expect(throws: WebSocketHandshakeError.missingUpgrade) { try handshake.check(status: 101, values: values(ok.merging(["Upgrade": "h2c"]) { $1 })) }
+        #expect(throws: WebSocketHandshakeError.missingConnectionUpgrade) { try handshake.check(status: 101, values: values(ok.merging(["Connection": "keep-alive"]) { $1 })) }
+        #expect(throws: WebSocketHandshakeError.wrongAccept) { try handshake.check(status: 101, values: values(ok.merging(["Sec-WebSocket-Accept": "AAAA"]) { $1 })) }
+        #expect(throws: WebSocketHandshakeError.unofferedProtocol("superchat")) { try handshake.check(status: 101, values: values(ok.merging(["Sec-WebSocket-Protocol": "superchat"]) { $1 })) }
+        #expect(throws: WebSocketHandshakeError.unofferedExtension("permessage-deflate")) { try handshake.check(status: 101, values: values(ok.merging(["Sec-WebSocket-Extensions": "permessage-deflate"]) { $1 })) }
+    }
+
+    @Test("permessage-deflate's parameters are read when it was offered, and odd ones refuse it")
+    func deflate() throws {
+        let handshake = WebSocketHandshake(nonce: Self.sampleNonce, offersDeflate: true)
+        #expect(handshake.requestFields.contains { $0.name == "Sec-WebSocket-Extensions" && $0.value.hasPrefix("permessage-deflate") })
+        let agreed = try handshake.check(status: 101, values: values(good(handshake, [
+            "Sec-WebSocket-Extensions": "permessage-deflate; server_no_context_takeover; client_max_window_bits=10",
+        ])))
+        #expect(agreed.deflate == WebSocketHandshake.DeflateParameters(serverNoContextTakeover: true, clientMaxWindowBits: 10))
+        #expect(try handshake.check(status: 101, values: values(good(handshake))).deflate == nil)
+        for odd in ["permessage-deflate; client_max_window_bits=7", "permessage-deflate; mystery", "permessage-deflate; server_no_context_takeover; server_no_context_takeover", "x-webkit-deflate-frame"] {
+            #expect(throws: WebSocketHandshakeError.unofferedExtension(odd)) { try handshake.check(status: 101, values: values(good(handshake, ["Sec-WebSocket-Extensions": odd]))) }
+        }
+        #expect(WebSocketHandshake.isValidProtocolName("chat.v2") && !WebSocketHandshake.isValidProtocolName("a b") && !WebSocketHandshake.isValidProtocolName(""))
+    }
+}

@@ -214,7 +214,7 @@ struct DownloadTests {
         #expect(FileManager.default.createFile(atPath: path, contents: nil))
         session.makeDownloadFile.withLock { make in
             // Opened for reading only: every write fails.
-            make = { DownloadFile(url: URL(fileURLWithPath: path), descriptor: open(path, O_RDONLY | O_CLOEXEC)) }
+            make.make = { DownloadFile(url: URL(fileURLWithPath: path), descriptor: open(path, O_RDONLY | O_CLOEXEC)) }
         }
         let error = await #expect(throws: URLError.self) {
             try await session.download(from: nginx.url(resource))
@@ -229,7 +229,7 @@ struct DownloadTests {
         let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
         session.makeDownloadFile.withLock { make in
-            make = { try DownloadFile.create(in: URL(fileURLWithPath: "/nonexistent-courier-directory")) }
+            make.make = { try DownloadFile.create(in: URL(fileURLWithPath: "/nonexistent-courier-directory")) }
         }
         let error = await #expect(throws: URLError.self) {
             try await session.download(from: nginx.url("/files/hello.txt"))
@@ -246,7 +246,7 @@ struct DownloadTests {
         let taskBox = Mutex<URLSessionDownloadTask?>(nil)
         session.makeDownloadFile.withLock { make in
             // The cancel lands after the task began starting and before its file is recorded.
-            make = {
+            make.make = {
                 taskBox.withLock { $0 }?.cancel()
                 return try DownloadFile.create(in: FileManager.default.temporaryDirectory)
             }
