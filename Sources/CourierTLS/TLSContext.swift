@@ -46,17 +46,12 @@ public final class TLSContext: @unchecked Sendable {
         self.context = context
         self.role = role
         self.configuration = configuration
-        var wire: [UInt8] = []
-        for name in configuration.applicationProtocols {
-            let bytes = Array(name.utf8)
-            guard !bytes.isEmpty, bytes.count < 256 else {
-                SSL_CTX_free(context)
-                throw .invalidConfiguration("invalid ALPN protocol name \(name.debugDescription)")
-            }
-            wire.append(UInt8(bytes.count))
-            wire += bytes
+        do {
+            alpnWire = try Self.alpnWire(configuration.applicationProtocols)
+        } catch {
+            SSL_CTX_free(context)
+            throw error
         }
-        alpnWire = wire
 
         _ = courier_SSL_CTX_set_min_proto_version(context, Int32(configuration.minimumVersion.rawValue))
         _ = courier_SSL_CTX_set_max_proto_version(context, Int32(configuration.maximumVersion?.rawValue ?? 0))
@@ -71,8 +66,8 @@ public final class TLSContext: @unchecked Sendable {
             _ = courier_SSL_CTX_set_session_cache_mode(context, Int(SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE))
             SSL_CTX_sess_set_new_cb(context, tlsNewSessionCallback)
             SSL_CTX_set_cert_cb(context, tlsClientCertificateCallback, nil)
-            if !wire.isEmpty {
-                let status = wire.withUnsafeBufferPointer { SSL_CTX_set_alpn_protos(context, $0.baseAddress, UInt32($0.count)) }
+            if !alpnWire.isEmpty {
+                let status = alpnWire.withUnsafeBufferPointer { SSL_CTX_set_alpn_protos(context, $0.baseAddress, UInt32($0.count)) }
                 guard status == 0 else {
                     SSL_CTX_free(context)
                     throw .invalidConfiguration("cannot set ALPN protocols")
@@ -145,4 +140,18 @@ private let tlsALPNSelectCallback: @convention(c) (
         return SSL_TLSEXT_ERR_NOACK
     }
     return engine.selectApplicationProtocol(out, outLength, clientProtocols, clientLength)
+}
+
+extension TLSContext {
+    /// ALPN names in wire format: each length-prefixed.
+    static func alpnWire(_ names: [String]) throws(TLSError) -> [UInt8] {
+        var wire: [UInt8] = []
+        for name in names {
+            let bytes = Array(name.utf8)
+            guard !bytes.isEmpty, bytes.count < 256 else { throw .invalidConfiguration("invalid ALPN protocol name \(name.debugDescription)") }
+            wire.append(UInt8(bytes.count))
+            wire += bytes
+        }
+        return wire
+    }
 }

@@ -79,8 +79,9 @@ public final class TLSEngine {
     public private(set) var isHandshakeComplete = false
 
     /// An engine for one connection. `verificationTime` is seconds since 1970; `session`
-    /// resumes an earlier session with the same server.
-    public init(context: TLSContext, role: Role, verificationTime: Int64, session: TLSSession? = nil) throws(TLSError) {
+    /// resumes an earlier session with the same server; `applicationProtocols`, when given,
+    /// replaces the context's ALPN list for this connection (a client that needs HTTP/1.1).
+    public init(context: TLSContext, role: Role, verificationTime: Int64, session: TLSSession? = nil, applicationProtocols: [String]? = nil) throws(TLSError) {
         guard let ssl = SSL_new(context.context), let readBIO = BIO_new(BIO_s_mem()), let writeBIO = BIO_new(BIO_s_mem()) else {
             throw .invalidConfiguration("cannot create a TLS connection: \(OpenSSLErrors.drain().text)")
         }
@@ -105,6 +106,13 @@ public final class TLSEngine {
             TrustEvaluation.configureHostCheck(parameters, bare)
             SSL_set_verify(ssl, SSL_VERIFY_NONE, nil)
             if let session { SSL_set_session(ssl, session.session) }
+            if let applicationProtocols {
+                let wire = try TLSContext.alpnWire(applicationProtocols)
+                // OpenSSL's ALPN setters return 0 on success.
+                guard wire.withUnsafeBufferPointer({ SSL_set_alpn_protos(ssl, $0.baseAddress, UInt32($0.count)) }) == 0 else {
+                    throw .invalidConfiguration("cannot set ALPN protocols")
+                }
+            }
         case .server:
             SSL_set_accept_state(ssl)
         }

@@ -21,6 +21,10 @@ public struct ConnectionKey: Hashable, Sendable, CustomStringConvertible {
     /// itself, since requests for every origin share its connections.
     public var origin: Origin
     public var route: Route
+    /// The connections carry HTTP/1.1 only, whatever TLS could negotiate (requests that ask
+    /// for a protocol upgrade, which HTTP/2 cannot do): ALPN offers `http/1.1` alone and prior
+    /// knowledge of HTTP/2 is ignored.
+    public var http1Only = false
 
     public init(origin: Origin, route: Route) {
         self.origin = origin
@@ -50,10 +54,11 @@ public struct ConnectionKey: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
+        let suffix = http1Only ? " (HTTP/1.1 only)" : ""
         switch route {
-        case .direct: return origin.description
-        case .forwardingProxy(let proxy): return "\(proxy) (forwarding)"
-        case .tunnel(let proxy): return "\(origin) via \(proxy)"
+        case .direct: return origin.description + suffix
+        case .forwardingProxy(let proxy): return "\(proxy) (forwarding)" + suffix
+        case .tunnel(let proxy): return "\(origin) via \(proxy)" + suffix
         }
     }
 }

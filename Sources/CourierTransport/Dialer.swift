@@ -154,7 +154,7 @@ struct Dialer {
         guard origin.scheme == .https else {
             // A forwarding proxy gets HTTP/1.1: prior knowledge is about origins.
             let http2: Bool
-            if case .forwardingProxy = key.route { http2 = false } else { http2 = environment.http2PriorKnowledge }
+            if case .forwardingProxy = key.route { http2 = false } else { http2 = environment.http2PriorKnowledge && !key.http1Only }
             completion(.success(Dialed(stream: PlainStream(channel: channel), http2: http2, timings: timings)))
             return
         }
@@ -163,7 +163,8 @@ struct Dialer {
             let session = environment.sessionCache.session(for: TLSStream.sessionKey(origin))
             engine = try TLSEngine(
                 context: environment.tlsContext(), role: .client(serverName: origin.host),
-                verificationTime: Int64(Date().timeIntervalSince1970), session: session
+                verificationTime: Int64(Date().timeIntervalSince1970), session: session,
+                applicationProtocols: key.http1Only ? ["http/1.1"] : nil
             )
         } catch {
             channel.close()

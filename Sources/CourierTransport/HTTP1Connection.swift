@@ -247,6 +247,10 @@ final class HTTP1Connection: TransportStreamDelegate {
             let base = offset
             offset += step.consumed
             guard let event = step.event else { break }
+            if case .head(let head) = event, head.status == 101, active!.exchange.request.upgrades {
+                handOff(head, leftover: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+                return
+            }
             deliver(event, from: bytes, at: base)
             if active == nil {
                 // The response ended; bytes left over mean the server sent more than asked.
@@ -385,6 +389,35 @@ final class HTTP1Connection: TransportStreamDelegate {
         }
         if completion.exchange.markFinished() {
             completion.exchange.delegate.exchange(completion.exchange, didCompleteWithTrailers: completion.trailers, metrics: completion.metrics)
+        }
+    }
+
+    /// The server switched protocols for an exchange that asked it to (a 101): the stream, with
+    /// the bytes after the 101, leaves this connection and its pool for the exchange's owner.
+    private func handOff(_ head: HTTPResponseHead, leftover: UnsafeRawBufferPointer) {
+        guard let current = active else { return }
+        active = nil
+        isClosed = true
+        cancelTimeout()
+        cancelPoolIdleTimer()
+        current.metrics.responseHeaderBytesReceived = Int64(parser.lastHeadByteCount)
+        if current.exchange.request.collectsTimings {
+            current.metrics.responseStart = .now
+            current.metrics.responseEnd = current.metrics.responseStart
+        }
+        current.metrics.requestBodyBytesSent = current.bodyBytesSent
+        var leftoverBytes = Array(leftover)
+        if !stash.isEmpty {
+            leftoverBytes += stash.readableBytesArray()
+            stash.clear()
+        }
+        pool?.connectionClosed(id)
+        pool = nil
+        let upgraded = UpgradedConnection(stream: stream, leftover: leftoverBytes)
+        if current.exchange.markFinished() {
+            current.exchange.delegate.exchange(current.exchange, didUpgradeWith: head, connection: upgraded, metrics: current.metrics)
+        } else {
+            upgraded.close()
         }
     }
 

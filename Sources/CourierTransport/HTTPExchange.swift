@@ -18,11 +18,21 @@ public protocol HTTPExchangeDelegate: AnyObject, Sendable {
     func exchange(_ exchange: HTTPExchange, didCompleteWithTrailers trailers: HTTPFields?, metrics: ExchangeMetrics)
     /// The exchange failed. Called once, unless it completed.
     func exchange(_ exchange: HTTPExchange, didFailWith error: TransportError, metrics: ExchangeMetrics)
+    /// The server switched protocols for a request that asked it to (``TransportRequest/upgrades``):
+    /// the connection is the delegate's from here on, to keep and ``UpgradedConnection/start(_:)``
+    /// (or close). Called once, in place of completion; then nothing more about the exchange.
+    func exchange(_ exchange: HTTPExchange, didUpgradeWith head: HTTPResponseHead, connection: UpgradedConnection, metrics: ExchangeMetrics)
 }
 
 extension HTTPExchangeDelegate {
     /// Interim heads are of no interest by default.
     public func exchange(_ exchange: HTTPExchange, didReceiveInformationalHead head: HTTPResponseHead) {}
+
+    /// A delegate that never asks for an upgrade never gets one; should it, the connection is
+    /// closed rather than left open with nobody reading it.
+    public func exchange(_ exchange: HTTPExchange, didUpgradeWith head: HTTPResponseHead, connection: UpgradedConnection, metrics: ExchangeMetrics) {
+        connection.close()
+    }
 }
 
 /// One request travelling through the transport, and the caller's handle on it: cancel it,

@@ -149,6 +149,8 @@ public final class HTTPTransport: Sendable {
             var poolConfiguration = configuration.pool
             if case .forwardingProxy = key.route {
                 poolConfiguration.mayNegotiateHTTP2 = false
+            } else if key.http1Only {
+                poolConfiguration.mayNegotiateHTTP2 = false
             } else {
                 poolConfiguration.mayNegotiateHTTP2 = key.origin.scheme == .https
                     ? configuration.tls.applicationProtocols.contains("h2") : configuration.http2PriorKnowledge

@@ -100,9 +100,17 @@ public struct TransportRequest: Sendable {
     /// Whether to record the timings of ``ExchangeMetrics`` (addresses and counts are always
     /// recorded). Off saves a clock read per step when nobody will look at them.
     public var collectsTimings = true
+    /// The request asks the server to switch protocols (a WebSocket opening handshake): a 101
+    /// hands the connection to the exchange's delegate (``HTTPExchangeDelegate/exchange(_:didUpgradeWith:connection:metrics:)``)
+    /// instead of failing the exchange. HTTP/1.1 only.
+    public var upgrades = false
 
     /// The connections this request may use.
-    public var connectionKey: ConnectionKey { ConnectionKey(origin: origin, proxy: proxy) }
+    public var connectionKey: ConnectionKey {
+        var key = ConnectionKey(origin: origin, proxy: proxy)
+        key.http1Only = upgrades
+        return key
+    }
 
     /// How the body is delimited: the one framing rule, used by both HTTP versions and by the
     /// session layer's report of the request as sent. A body of known length (bytes, a file)
