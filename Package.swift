@@ -101,7 +101,7 @@ let package = Package(
         .target(
             name: "Courier",
             dependencies: [
-                "CCourierLinux", "CCourierSQLite", "CourierCore", "CourierHTTP1", "CourierPolicies", "CourierReactor", "CourierTransport", "CourierTLS",
+                "CCourierLinux", "CCourierSQLite", "CourierCore", "CourierHTTP1", "CourierPolicies", "CourierReactor", "CourierTransport", "CourierTLS", "CourierWebSocket",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -138,8 +138,8 @@ else
   # left (scripts/soak.sh runs the long one).
   run_step soak one scripts/soak.sh --debug --requests 10000
   # Parity with FoundationNetworking's public API, reported without failing the run while
-  # the WebSocket and stream tasks are still to come (issue 19); once they land this runs
-  # without --report and counts as a test.
+  # the stream tasks are still to come (issue 19); once they land this runs without --report
+  # and counts as a test.
   run_step api-parity none scripts/api-parity.sh --report
   # On a copy of the corpus: the smoke run leaves the tree as it found it.
   run_step fuzz fuzz Fuzz/run.sh --seconds 30 --smoke

@@ -475,55 +475,6 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         }
     }
 
-    /// Decodes body bytes of the delivered response and passes them to the sink. `decoder` is
-    /// the response's (read with the bytes' bookkeeping, under the same lock).
-    func deliverBody(_ bytes: UnsafeRawBufferPointer, from exchange: HTTPExchange?, decoder: ContentDecoder?) {
-        guard !bytes.isEmpty else { return }
-        var failure: URLError?
-        if let decoder {
-            do throws(ContentDecodingError) {
-                var decoded: Int64 = 0
-                let collecting = state.withLock { $0.cache.collected != nil }
-                try decoder.decode(bytes) { output in
-                    decoded += Int64(output.count)
-                    if collecting { state.withLock { collectForCache(output, in: &$0) } }
-                    if failure == nil { failure = sink.receive(output, from: exchange, driver: self) }
-                }
-                state.withLock { $0.decodedBytes += decoded }
-            } catch {
-                failure = decodingFailure(error)
-            }
-        } else {
-            failure = sink.receive(bytes, from: exchange, driver: self)
-        }
-        if let failure { fail(failure, with: .deliveryFailed) }
-    }
-
-    /// Flushes the decoder at the end of the body; nil, or the error that fails the task.
-    private func finishDecoding() -> URLError? {
-        guard let decoder = state.withLock({ $0.decoder }) else { return nil }
-        var failure: URLError?
-        do throws(ContentDecodingError) {
-            try decoder.finish { output in
-                state.withLock { collectForCache(output, in: &$0) }
-                if failure == nil { failure = sink.receive(output, from: nil, driver: self) }
-            }
-        } catch {
-            return decodingFailure(error)
-        }
-        return failure
-    }
-
-    private func decodingFailure(_ error: ContentDecodingError) -> URLError {
-        let url = currentURL
-        switch error {
-        case .decodedSizeExceeded, .ratioExceeded:
-            return .courier(.dataLengthExceedsMaximum, "The response was not decoded: \(error). Raise courierContentDecodingLimits to accept it.", url: url)
-        default:
-            return .courier(.cannotDecodeContentData, "The response body could not be decoded: \(error).", url: url)
-        }
-    }
-
     /// Records why the task failed and feeds the machine the event. A failure while a finished
     /// machine still delivers (a refused redirect's response) is kept for that completion.
     func fail(_ error: URLError, with event: TaskStateMachine.Event) {

@@ -331,6 +331,12 @@ open class URLSession: NSObject, @unchecked Sendable {
         let make: Make
         if kind == URLSessionUploadTask.self {
             make = { URLSessionUploadTask(session: $0, identifier: $1, request: $2, delivery: $3, body: $4) }
+        } else if kind == URLSessionWebSocketTask.self {
+            make = { session, identifier, request, delivery, body in
+                let task = URLSessionWebSocketTask(session: session, identifier: identifier, request: request, delivery: delivery, body: body)
+                task.socket = WebSocketDriver(task: task, session: session)
+                return task
+            }
         } else if kind == URLSessionDownloadTask.self {
             PartialDownloadFiles.sweepOnce()
             make = { URLSessionDownloadTask(session: $0, identifier: $1, request: $2, delivery: $3, body: $4) }

@@ -26,23 +26,26 @@ public enum HTTP1RequestEncoder {
     }
 
     /// Validates `head` and appends its encoding, with the framing field for `framing`, to
-    /// `buffer`. Nothing is appended when validation fails.
+    /// `buffer`. Nothing is appended when validation fails. `upgrade` writes
+    /// `Connection: Upgrade` (the request asks to switch to the protocol its `Upgrade` field
+    /// names); a caller's own `Connection` field is always dropped.
     public static func encodeHead(
-        _ head: HTTPRequestHead, framing: HTTP1BodyFraming, into buffer: inout ByteBuffer
+        _ head: HTTPRequestHead, framing: HTTP1BodyFraming, upgrade: Bool = false, into buffer: inout ByteBuffer
     ) throws(HTTPFieldError) {
         try validate(head)
-        encodeValidatedHead(head, framing: framing, into: &buffer)
+        encodeValidatedHead(head, framing: framing, upgrade: upgrade, into: &buffer)
     }
 
     /// Appends the encoding of a head that already passed ``validate(_:)`` (the transport
     /// validates every request once, before it reaches a pool), so it is not checked twice.
-    public static func encodeValidatedHead(_ head: HTTPRequestHead, framing: HTTP1BodyFraming, into buffer: inout ByteBuffer) {
+    public static func encodeValidatedHead(_ head: HTTPRequestHead, framing: HTTP1BodyFraming, upgrade: Bool = false, into buffer: inout ByteBuffer) {
         buffer.write(head.method.rawValue)
         buffer.write(byte: .space)
         buffer.write(head.target)
         buffer.write(" HTTP/1.1\r\nHost: ")
         buffer.write(head.authority)
         buffer.write(crlf)
+        if upgrade { buffer.write("Connection: Upgrade\r\n") }
         head.fields.forEachField { name, value in
             if isReserved(name) { return }
             buffer.write(name)

@@ -112,7 +112,7 @@ final class HTTP1Connection: TransportStreamDelegate {
         }
         sendBuffer.clear()
         // HTTPTransport.start validated the head before it reached the pool.
-        HTTP1RequestEncoder.encodeValidatedHead(request.head, framing: framing, into: &sendBuffer)
+        HTTP1RequestEncoder.encodeValidatedHead(request.head, framing: framing, upgrade: request.upgrades, into: &sendBuffer)
         metrics.requestHeaderBytesSent = Int64(sendBuffer.readableBytes)
         active = Active(exchange: exchange, metrics: metrics, body: bodyProgress, lastActivity: loop.now)
         parser.expectResponse(to: request.head.method)

@@ -181,6 +181,17 @@ struct RequestEncoderTests {
         #expect(text == "leftoverGET /a HTTP/1.1\r\nHost: example.com\r\n\r\nGET /b HTTP/1.1\r\nHost: example.com\r\n\r\n")
     }
 
+    @Test("an upgrade writes Connection: Upgrade in place of the caller's Connection field")
+    func upgrade() throws {
+        var fields = HTTPFields()
+        fields.append(name: "Connection", value: "keep-alive")
+        fields.append(name: "Upgrade", value: "websocket")
+        var buffer = ByteBuffer()
+        try HTTP1RequestEncoder.encodeHead(HTTPRequestHead(method: .get, target: "/chat", authority: "example.com", fields: fields), framing: .none, upgrade: true, into: &buffer)
+        let text = String(decoding: buffer.readableBytesArray(), as: UTF8.self)
+        #expect(text == "GET /chat HTTP/1.1\r\nHost: example.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+    }
+
     // MARK: Chunks
 
     @Test("a chunk header is the size in hexadecimal and CRLF", arguments: [

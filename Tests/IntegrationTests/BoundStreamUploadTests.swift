@@ -122,34 +122,57 @@ struct BoundStreamUploadTests {
         return nil
     }
 
-    @Test("a server that stops reading holds the writer back; the body arrives whole once it reads")
-    func backPressure() async throws {
+    /// A streamed upload of 24 MiB from a bound pair's writer thread to a server that reads
+    /// nothing until `release` is signalled: larger than every buffer on the way (the pair's,
+    /// the connection's, the kernel's, a few MiB on loopback).
+    private struct StalledUpload {
+        let release: DispatchSemaphore
+        let server: ScriptedServer
+        let payload: Data
+        let pair: Unchecked<(InputStream, OutputStream)>
+        let delegate: StreamGivingDelegate
+        let session: URLSession
+        let writer: PairWriter
+        let task: URLSessionUploadTask
+
+        func stop() {
+            release.signal()
+            server.stop()
+            session.finishTasksAndInvalidate()
+        }
+    }
+
+    private func stalledUpload(seed: UInt64) throws -> StalledUpload {
         let release = DispatchSemaphore(value: 0)
         let server = try stalledServer(release)
-        defer { server.stop() }
-        // Larger than every buffer on the way: the pair's, the connection's, the kernel's (a
-        // few MiB on loopback).
-        let payload = Data(deterministicBytes(count: 24 * 1024 * 1024, seed: 92))
+        let payload = Data(deterministicBytes(count: 24 * 1024 * 1024, seed: seed))
         let pair = try makePair()
         let delegate = StreamGivingDelegate { pair.value.0 }
         let session = URLSession(configuration: .uncached, delegate: delegate, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
         let writer = startWriter(pair, payload: payload, piece: 64 * 1024)
         var request = URLRequest(url: server.url("/upload"))
         request.httpMethod = "PUT"
         let task = session.uploadTask(withStreamedRequest: request)
-        async let outcome = delegate.run(task)
+        return StalledUpload(release: release, server: server, payload: payload, pair: pair, delegate: delegate, session: session, writer: writer, task: task)
+    }
+
+    @Test("a server that stops reading holds the writer back; the body arrives whole once it reads")
+    func backPressure() async throws {
+        let upload = try stalledUpload(seed: 92)
+        defer { upload.stop() }
+        let (writer, payload) = (upload.writer, upload.payload)
+        async let outcome = upload.delegate.run(upload.task)
 
         let held = await settled { writer.taken }
         let stalledAt = try #require(held, "the writer keeps being let through")
         #expect(stalledAt < payload.count, "the writer is held back (\(stalledAt) bytes taken)")
         #expect(writer.lastWrite == nil, "the writer is still waiting")
-        #expect(task.countOfBytesSent <= Int64(stalledAt))
+        #expect(upload.task.countOfBytesSent <= Int64(stalledAt))
 
-        release.signal()
+        upload.release.signal()
         let error = await outcome
         #expect(error == nil, "\(String(describing: error))")
-        let response = try #require(delegate.response)
+        let response = try #require(upload.delegate.response)
         #expect(response.value(forHTTPHeaderField: "X-Body-Length") == "\(payload.count)")
         #expect(response.value(forHTTPHeaderField: "X-Body-SHA256") == payload.sha256Hex)
         #expect(writer.taken == payload.count)
@@ -157,31 +180,19 @@ struct BoundStreamUploadTests {
 
     @Test("cancelling the task closes the input stream: a writer waiting for room fails with EPIPE")
     func cancelWakesWriter() async throws {
-        let release = DispatchSemaphore(value: 0)
-        let server = try stalledServer(release)
-        defer {
-            release.signal()
-            server.stop()
-        }
-        let payload = Data(deterministicBytes(count: 24 * 1024 * 1024, seed: 93))
-        let pair = try makePair()
-        let delegate = StreamGivingDelegate { pair.value.0 }
-        let session = URLSession(configuration: .uncached, delegate: delegate, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
-        let writer = startWriter(pair, payload: payload, piece: 64 * 1024)
-        var request = URLRequest(url: server.url("/upload"))
-        request.httpMethod = "PUT"
-        let task = session.uploadTask(withStreamedRequest: request)
-        async let outcome = delegate.run(task)
+        let upload = try stalledUpload(seed: 93)
+        defer { upload.stop() }
+        let writer = upload.writer
+        async let outcome = upload.delegate.run(upload.task)
 
         _ = try #require(await settled { writer.taken })
         #expect(writer.lastWrite == nil, "the writer is waiting for room")
-        task.cancel()
+        upload.task.cancel()
         let error = await outcome
         #expect((error as? URLError)?.code == .cancelled)
         #expect(await pollUntil { writer.lastWrite != nil })
         #expect(writer.lastWrite == -1)
-        let streamError = try #require(pair.value.1.streamError as NSError?)
+        let streamError = try #require(upload.pair.value.1.streamError as NSError?)
         #expect(streamError.domain == NSPOSIXErrorDomain && streamError.code == Int(EPIPE))
     }
 }

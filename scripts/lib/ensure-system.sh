@@ -39,14 +39,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   if command -v systemctl >/dev/null 2>&1; then $sudo systemctl stop squid >/dev/null 2>&1 || true; fi
 fi
 
-# httpbin (PyPI), served by waitress, and the SOCKS5 proxy pproxy (PyPI) for the integration
-# tests: installed for the python3 on PATH, which is the interpreter the test harness runs
-# (HttpbinServer.swift, SOCKSProxyServer.swift). As root into that Python; as another user pip
+# httpbin (PyPI), served by waitress, the SOCKS5 proxy pproxy and the WebSocket server
+# websockets (PyPI) for the integration tests: installed for the python3 on PATH, which is the
+# interpreter the test harness runs (HttpbinServer.swift, SOCKSProxyServer.swift,
+# WebSocketEchoServer.swift). As root into that Python; as another user pip
 # falls back to a user install. Debian marks its Python as externally managed, and pip then
 # refuses unless told to go ahead.
-if [ "${1:-build}" = "test" ] && ! python3 -c 'import httpbin, waitress, pproxy' >/dev/null 2>&1; then
-  echo "Installing from PyPI: httpbin waitress pproxy"
-  pip_install=(python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location "httpbin>=0.10,<0.11" "waitress>=2.1" "pproxy>=2.7,<3")
+if [ "${1:-build}" = "test" ] && ! python3 -c 'import httpbin, waitress, pproxy, websockets.asyncio.server' >/dev/null 2>&1; then
+  echo "Installing from PyPI: httpbin waitress pproxy websockets"
+  pip_install=(python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location "httpbin>=0.10,<0.11" "waitress>=2.1" "pproxy>=2.7,<3" "websockets>=14,<18")
   export PIP_ROOT_USER_ACTION=ignore
   if ! pip_output=$("${pip_install[@]}" 2>&1); then
     if grep -q "externally-managed-environment" <<<"$pip_output"; then
@@ -56,8 +57,8 @@ if [ "${1:-build}" = "test" ] && ! python3 -c 'import httpbin, waitress, pproxy'
       exit 1
     fi
   fi
-  if ! python3 -c 'import httpbin, waitress, pproxy' >/dev/null 2>&1; then
-    echo "httpbin, waitress and pproxy were installed but python3 cannot import them all" >&2
+  if ! python3 -c 'import httpbin, waitress, pproxy, websockets.asyncio.server' >/dev/null 2>&1; then
+    echo "httpbin, waitress, pproxy and websockets were installed but python3 cannot import them all" >&2
     exit 1
   fi
 fi

@@ -1,0 +1,216 @@
+import Courier
+import Foundation
+import Synchronization
+import Testing
+import _CourierTestSupport
+
+/// `URLSessionWebSocketTask` against the `websockets` server (PyPI) on loopback, plain and TLS.
+@Suite("WebSocket tasks")
+struct WebSocketTaskTests {
+    let server: WebSocketEchoServer
+
+    init() throws {
+        server = try WebSocketEchoServer.shared()
+    }
+
+    /// Records the WebSocket delegate calls and the completion.
+    final class Recorder: NSObject, URLSessionWebSocketDelegate, @unchecked Sendable {
+        struct Record {
+            var opened: [String?] = []
+            var closed: [(URLSessionWebSocketTask.CloseCode, Data?)] = []
+            var completed: [(any Error)?] = []
+            var offQueue = 0
+        }
+        let record = Mutex(Record())
+        var snapshot: Record { record.withLock { $0 } }
+
+        func urlSession(_ session: URLSession, webSocketTask: URLSessionWebSocketTask, didOpenWithProtocol protocol: String?) {
+            let onQueue = OperationQueue.current === session.delegateQueue
+            record.withLock {
+                $0.opened.append(`protocol`)
+                if !onQueue { $0.offQueue += 1 }
+            }
+        }
+
+        func urlSession(_ session: URLSession, webSocketTask: URLSessionWebSocketTask, didCloseWith closeCode: URLSessionWebSocketTask.CloseCode, reason: Data?) {
+            record.withLock { $0.closed.append((closeCode, reason)) }
+        }
+
+        func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+            record.withLock { $0.completed.append(error) }
+        }
+    }
+
+    private func session(_ recorder: Recorder? = nil) -> URLSession {
+        URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: nil)
+    }
+
+    /// A resumed task for `path` on a new session whose delegate is a new recorder; `prepare`
+    /// runs before `resume()`. The caller invalidates the session.
+    private func started(_ path: String, tls: Bool = false, prepare: (URLSessionWebSocketTask) -> Void = { _ in }) -> (URLSession, URLSessionWebSocketTask, Recorder) {
+        let recorder = Recorder()
+        let session = session(recorder)
+        let task = session.webSocketTask(with: tls ? server.tlsURL(path) : server.url(path))
+        prepare(task)
+        task.resume()
+        return (session, task, recorder)
+    }
+
+    @Test("text and binary messages echo back in order, over ws: and wss:", arguments: [false, true])
+    func echo(_ tls: Bool) async throws {
+        let (session, task, recorder) = started("/echo", tls: tls)
+        defer { session.invalidateAndCancel() }
+        try await task.send(.string("hello"))
+        let binary = Data(deterministicBytes(count: 300_000, seed: 5))
+        try await task.send(.data(binary))
+        guard case .string(let text) = try await task.receive() else {
+            Issue.record("the first message is not text")
+            return
+        }
+        #expect(text == "hello")
+        guard case .data(let data) = try await task.receive() else {
+            Issue.record("the second message is not binary")
+            return
+        }
+        #expect(sameBytes(data, binary))
+        let response = try #require(task.response as? HTTPURLResponse)
+        #expect(response.statusCode == 101)
+        #expect(recorder.snapshot.opened.count == 1 && recorder.snapshot.opened.first! == nil)
+        #expect(recorder.snapshot.offQueue == 0)
+        #expect(task.closeCode == .invalid)
+    }
+
+    @Test("completion handlers: send, then receive, on the delegate queue")
+    func completionHandlers() async throws {
+        let (session, task, _) = started("/echo")
+        defer { session.invalidateAndCancel() }
+        let sent: (any Error)? = await withCheckedContinuation { continuation in
+            task.send(.string("ping me")) { continuation.resume(returning: $0) }
+        }
+        #expect(sent == nil)
+        let result: Result<URLSessionWebSocketTask.Message, any Error> = await withCheckedContinuation { continuation in
+            task.receive { continuation.resume(returning: $0) }
+        }
+        guard case .success(.string(let text)) = result else {
+            Issue.record("no text came back: \(result)")
+            return
+        }
+        #expect(text == "ping me")
+    }
+
+    @Test("the server's choice among the offered subprotocols reaches the delegate and the response")
+    func subprotocols() async throws {
+        let recorder = Recorder()
+        let session = session(recorder)
+        defer { session.invalidateAndCancel() }
+        let task = session.webSocketTask(with: server.url("/echo"), protocols: ["superchat", "chat"])
+        task.resume()
+        try await task.sendPing()
+        let chosen = try #require(recorder.snapshot.opened.first ?? nil)
+        #expect(["superchat", "chat"].contains(chosen))
+        #expect((task.response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Sec-WebSocket-Protocol") == chosen)
+    }
+
+    @Test("a ping gets its pong")
+    func ping() async throws {
+        let (session, task, _) = started("/echo")
+        defer { session.invalidateAndCancel() }
+        for _ in 0..<3 { try await task.sendPing() }
+    }
+
+    @Test("the server's close: didCloseWith its code and reason, receive fails, the task completes")
+    func serverCloses() async throws {
+        let (session, task, recorder) = started("/close")
+        defer { session.invalidateAndCancel() }
+        await #expect(throws: URLError.self) { _ = try await task.receive() }
+        #expect(await pollUntil { !recorder.snapshot.completed.isEmpty })
+        let record = recorder.snapshot
+        #expect(record.closed.count == 1)
+        #expect(record.closed.first?.0 == .goingAway)
+        #expect(record.closed.first?.1 == Data("going now".utf8))
+        #expect(task.closeCode == .goingAway)
+        #expect(task.closeReason == Data("going now".utf8))
+        #expect(record.completed.count == 1 && record.completed.first! == nil)
+        #expect(task.state == .completed)
+        await #expect(throws: URLError.self) { try await task.send(.string("late")) }
+    }
+
+    @Test("cancel(with:reason:) closes with a handshake: the server echoes the code, the task completes")
+    func clientCloses() async throws {
+        let (session, task, recorder) = started("/echo")
+        defer { session.invalidateAndCancel() }
+        try await task.sendPing()
+        task.cancel(with: .normalClosure, reason: Data("done".utf8))
+        #expect(await pollUntil { !recorder.snapshot.completed.isEmpty })
+        #expect(task.closeCode == .normalClosure)
+        #expect(recorder.snapshot.completed.first! == nil)
+    }
+
+    @Test("cancel() ends the task with .cancelled")
+    func cancel() async throws {
+        let (session, task, recorder) = started("/echo")
+        defer { session.invalidateAndCancel() }
+        try await task.sendPing()
+        task.cancel()
+        #expect(await pollUntil { !recorder.snapshot.completed.isEmpty })
+        #expect((recorder.snapshot.completed.first! as? URLError)?.code == .cancelled)
+        await #expect(throws: URLError.self) { _ = try await task.receive() }
+    }
+
+    @Test("a message over maximumMessageSize closes the connection with 1009 and fails the task")
+    func messageTooBig() async throws {
+        let (session, task, recorder) = started("/echo") { $0.maximumMessageSize = 1000 }
+        defer { session.invalidateAndCancel() }
+        try await task.send(.data(Data(count: 2000)))
+        await #expect(throws: URLError.self) { _ = try await task.receive() }
+        #expect(task.closeCode == .messageTooBig)
+        #expect(await pollUntil { !recorder.snapshot.completed.isEmpty })
+        #expect(recorder.snapshot.completed.first! != nil)
+    }
+
+    @Test("messages that nobody receives yet wait, in order, and all arrive")
+    func backlog() async throws {
+        let (session, task, _) = started("/burst")
+        defer { session.invalidateAndCancel() }
+        // Nothing is received for a moment: the messages pile up, and reading stops at 64.
+        try await Task.sleep(for: .milliseconds(300))
+        for index in 0..<200 {
+            guard case .string(let text) = try await task.receive() else {
+                Issue.record("message \(index) is not text")
+                return
+            }
+            #expect(text == "message \(index)")
+        }
+    }
+
+    @Test("a server that does not switch, or breaks the protocol, fails the task with .badServerResponse")
+    func failures() async throws {
+        let nginx = try NginxServer.shared()
+        let session = session()
+        defer { session.invalidateAndCancel() }
+        let refused = session.webSocketTask(with: URL(string: "ws://127.0.0.1:\(nginx.port)/echo")!)
+        refused.resume()
+        do {
+            _ = try await refused.receive()
+            Issue.record("a receive on a refused handshake succeeded")
+        } catch {
+            #expect((error as? URLError)?.code == .badServerResponse)
+        }
+        #expect((refused.response as? HTTPURLResponse)?.statusCode == 200)
+
+        let broken = session.webSocketTask(with: server.url("/garbage"))
+        broken.resume()
+        do {
+            _ = try await broken.receive()
+            Issue.record("a masked frame from the server was accepted")
+        } catch {
+            #expect((error as? URLError)?.code == .badServerResponse)
+        }
+        #expect(broken.closeCode == .protocolError)
+
+        let wrongScheme = session.webSocketTask(with: URL(string: "ftp://127.0.0.1/")!)
+        wrongScheme.resume()
+        await #expect(throws: URLError.self) { _ = try await wrongScheme.receive() }
+        #expect((wrongScheme.error as? URLError)?.code == .unsupportedURL)
+    }
+}

@@ -1,0 +1,91 @@
+import Foundation
+import Synchronization
+
+/// A WebSocket server on 127.0.0.1 (PyPI `websockets`), plain and TLS (the test CA's server
+/// certificate), run by the test harness and stopped by PID.
+///
+/// Paths: any path echoes each message back as it came (text as text, binary as binary);
+/// `/close` closes at once with 1001 "going now"; `/burst` sends 200 numbered text messages and
+/// then echoes; `/garbage` answers the handshake, then sends bytes that break RFC 6455 (a masked
+/// frame). Offered subprotocols `chat` and `superchat` are accepted (the first the client
+/// lists).
+public final class WebSocketEchoServer: Sendable {
+    public let port: Int
+    public let tlsPort: Int
+    public let pid: Int32
+
+    private static let sharedServer = Mutex<Result<WebSocketEchoServer, TestServerError>?>(nil)
+
+    /// The server shared by a test process, started on first use.
+    public static func shared() throws -> WebSocketEchoServer {
+        try sharedServer.withLock { cached in
+            if let cached { return try cached.get() }
+            let result = Result { () throws(TestServerError) -> WebSocketEchoServer in try WebSocketEchoServer() }
+            cached = result
+            return try result.get()
+        }
+    }
+
+    public func url(_ path: String) -> URL { URL(string: "ws://127.0.0.1:\(port)\(path)")! }
+    public func tlsURL(_ path: String) -> URL { URL(string: "wss://127.0.0.1:\(tlsPort)\(path)")! }
+
+    private static let program = """
+    import asyncio, ssl, sys
+    from websockets.asyncio.server import serve
+
+    async def handler(ws):
+        path = ws.request.path
+        if path == "/close":
+            await ws.close(1001, "going now")
+            return
+        if path == "/burst":
+            for index in range(200):
+                await ws.send("message %d" % index)
+        if path == "/garbage":
+            ws.transport.write(b"\\x81\\x85\\x01\\x02\\x03\\x04abcde")
+            await asyncio.sleep(5)
+            return
+        async for message in ws:
+            await ws.send(message)
+
+    async def main():
+        port, tls_port, cert, key = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        def choose(connection, offered):
+            return next((name for name in offered if name in ("chat", "superchat")), None)
+        options = dict(select_subprotocol=choose, max_size=2 ** 24, compression=None)
+        async with serve(handler, "127.0.0.1", port, **options), serve(handler, "127.0.0.1", tls_port, ssl=context, **options):
+            await asyncio.get_running_loop().create_future()
+
+    asyncio.run(main())
+    """
+
+    /// Starts the server; throws when `websockets` is not installed or it does not come up.
+    public init() throws(TestServerError) {
+        let python = try pythonInterpreter(importing: ["websockets"], missing: "websockets")
+        let certificates: TestCertificates
+        do {
+            certificates = try TestCertificates.make()
+        } catch {
+            throw TestServerError("the test certificates cannot be made: \(error)")
+        }
+        let directory = TestRun.makeDirectory("websockets")
+        let port = freeLoopbackPort()
+        let tlsPort = freeLoopbackPort()
+        let arguments = ["-c", Self.program, "\(port)", "\(tlsPort)", certificates.serverPEM, certificates.serverKey]
+        self.pid = try startServerProcess(python, arguments, directory: directory, output: directory.appendingPathComponent("server.log"))
+        self.port = port
+        self.tlsPort = tlsPort
+        // The server answers a plain GET (no upgrade) with an HTTP error: it is up.
+        guard waitForHTTPAnswer(port: port, path: "/", timeout: 30) else {
+            stop()
+            throw TestServerError("the websockets server did not answer on port \(port): see \(directory.path)/server.log")
+        }
+    }
+
+    public func stop() {
+        ChildProcesses.stop(pid)
+        ChildProcesses.forget(pid)
+    }
+}
