@@ -48,6 +48,9 @@ struct CourierCommand: AsyncParsableCommand {
     @Flag(name: [.customShort("k"), .customLong("insecure")], help: "Accept any server certificate (no verification).")
     var insecure = false
 
+    @Flag(name: .customLong("ws"), help: "Open a WebSocket to the URL (ws: or wss:): each line of standard input is sent as a text message, each message received is printed.")
+    var webSocket = false
+
     @Flag(name: [.customShort("L"), .customLong("location")], help: "Follow redirects (at most 16, URLSession's limit); without it a redirect is the answer.")
     var location = false
 
@@ -154,6 +157,17 @@ struct CourierCommand: AsyncParsableCommand {
         }
         if let method { request.httpMethod = method }
         if let maxTime { request.timeoutInterval = maxTime }
+        var trust = TrustPolicy.system
+        if insecure {
+            trust = .acceptAny
+        } else if let caCertificates {
+            trust = .anchors(try TrustPolicy.loadPEM(caCertificates))
+        }
+        if webSocket {
+            let status = await WebSocketClient.run(request, trust: trust, verbose: verbose)
+            if status != 0 { throw ExitCode(status) }
+            return
+        }
         var authentication = try authentication()
         authentication?.url = parsed
         if let authentication, authentication.mode == .basic {
@@ -168,12 +182,6 @@ struct CourierCommand: AsyncParsableCommand {
         } catch let failure as CLIFailure {
             FileHandle.standardError.write(Data("courier: \(failure.message)\n".utf8))
             throw ExitCode(failure.code)
-        }
-        var trust = TrustPolicy.system
-        if insecure {
-            trust = .acceptAny
-        } else if let caCertificates {
-            trust = .anchors(try TrustPolicy.loadPEM(caCertificates))
         }
         let configuration = URLSessionConfiguration.ephemeral
         let proxyChoice = try proxyOptions.apply(to: configuration, url: parsed)

@@ -83,21 +83,9 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             completionHandler(.performDefaultHandling, nil)
             return
         }
-        switch trust {
-        case .system:
-            completionHandler(.performDefaultHandling, nil)
-        case .acceptAny:
-            completionHandler(.useCredential, URLCredential(trust: serverTrust))
-        case .anchors(let anchors):
-            _ = SecTrustSetAnchorCertificates(serverTrust, anchors as CFArray)
-            var error: CFError?
-            if SecTrustEvaluateWithError(serverTrust, &error) {
-                completionHandler(.useCredential, URLCredential(trust: serverTrust))
-            } else {
-                state.withLock { $0.outcome.trustFailure = error?.localizedDescription ?? "not trusted" }
-                completionHandler(.cancelAuthenticationChallenge, nil)
-            }
-        }
+        let (disposition, credential, failure) = trust.answer(serverTrust)
+        if let failure { state.withLock { $0.outcome.trustFailure = failure } }
+        completionHandler(disposition, credential)
     }
 
     /// A 401: answered once with the -u credential, as curl does (a second 401 is the answer).
@@ -242,6 +230,24 @@ enum TrustPolicy: @unchecked Sendable {
     case anchors([SecCertificate])
     /// Anything (-k).
     case acceptAny
+
+    /// How to answer a server-trust challenge for `serverTrust` under this policy, and why
+    /// the server is not trusted when it is not.
+    func answer(_ serverTrust: SecTrust) -> (URLSession.AuthChallengeDisposition, URLCredential?, failure: String?) {
+        switch self {
+        case .system:
+            return (.performDefaultHandling, nil, nil)
+        case .acceptAny:
+            return (.useCredential, URLCredential(trust: serverTrust), nil)
+        case .anchors(let anchors):
+            _ = SecTrustSetAnchorCertificates(serverTrust, anchors as CFArray)
+            var error: CFError?
+            if SecTrustEvaluateWithError(serverTrust, &error) {
+                return (.useCredential, URLCredential(trust: serverTrust), nil)
+            }
+            return (.cancelAuthenticationChallenge, nil, error?.localizedDescription ?? "not trusted")
+        }
+    }
 
     /// The certificates of a PEM file.
     static func loadPEM(_ path: String) throws -> [SecCertificate] {

@@ -5,7 +5,8 @@ import _CourierTestSupport
 /// Runs the `courier` executable built next to the test bundle; nil when it is not there.
 /// With `environment`, the child gets the parent's environment less every `*_proxy`/`*_PROXY`
 /// variable, plus these (the test process never changes its own: tests run in parallel in it).
-func runCourier(_ arguments: [String], environment: [String: String]? = nil, directory workingDirectory: URL? = nil) throws -> (status: Int32, stdout: String, stderr: String)? {
+/// `input` is the child's standard input (empty when nil).
+func runCourier(_ arguments: [String], environment: [String: String]? = nil, directory workingDirectory: URL? = nil, input: Data? = nil) throws -> (status: Int32, stdout: String, stderr: String)? {
     let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
     let executable = directory.appendingPathComponent("courier")
     guard FileManager.default.isExecutableFile(atPath: executable.path) else { return nil }
@@ -22,8 +23,13 @@ func runCourier(_ arguments: [String], environment: [String: String]? = nil, dir
     let err = Pipe()
     process.standardOutput = out
     process.standardError = err
-    process.standardInput = FileHandle.nullDevice
+    let inputPipe = input.map { _ in Pipe() }
+    process.standardInput = inputPipe ?? FileHandle.nullDevice
     try process.run()
+    if let inputPipe, let input {
+        inputPipe.fileHandleForWriting.write(input)
+        try? inputPipe.fileHandleForWriting.close()
+    }
     // Both pipes are read to the end at once, so neither can fill and block the child.
     let errorOutput = LockedData()
     let group = DispatchGroup()
