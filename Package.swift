@@ -145,7 +145,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "Courier", "CourierCore", "CourierPolicies", "CourierTLS", "CourierTransport", "_CourierTestSupport",
+                "Courier", "CourierCore", "CourierPolicies", "CourierTLS", "CourierTransport", "CourierWebSocket", "_CourierTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

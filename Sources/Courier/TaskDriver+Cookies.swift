@@ -9,7 +9,22 @@ import Foundation
 extension TaskDriver {
     /// Adds the jar's cookies to the request's `Cookie` field, after the caller's own.
     func addCookies(to transportRequest: inout TransportRequest, request: URLRequest) {
-        let configuration = session.frozenConfiguration
+        session.addCookies(to: &transportRequest, request: request)
+    }
+
+    /// Stores the cookies a response head sets, as the configuration's accept policy allows.
+    func storeCookies(from head: HTTPResponseHead, url: URL, request: URLRequest?) {
+        let refusals = session.storeCookies(from: head, url: url, request: request)
+        if !refusals.isEmpty {
+            logger.debug("cookies refused", metadata: ["task": "\(identifier)", "reasons": "\(refusals.joined(separator: "; "))"])
+        }
+    }
+}
+
+/// The same for every kind of task (a WebSocket's handshake too).
+extension URLSession {
+    func addCookies(to transportRequest: inout TransportRequest, request: URLRequest) {
+        let configuration = frozenConfiguration
         guard configuration.httpShouldSetCookies, request.httpShouldHandleCookies,
               let storage = configuration.httpCookieStorage, let url = request.url,
               let jarCookies = storage.cookieField(for: url, mainDocumentURL: request.mainDocumentURL) else { return }
@@ -20,15 +35,13 @@ extension TaskDriver {
         }
     }
 
-    /// Stores the cookies a response head sets, as the configuration's accept policy allows.
-    func storeCookies(from head: HTTPResponseHead, url: URL, request: URLRequest?) {
-        let configuration = session.frozenConfiguration
-        guard request?.httpShouldHandleCookies ?? true, let storage = configuration.httpCookieStorage else { return }
+    /// Stores what `head` sets; returns why any cookie was refused.
+    @discardableResult
+    func storeCookies(from head: HTTPResponseHead, url: URL, request: URLRequest?) -> [String] {
+        let configuration = frozenConfiguration
+        guard request?.httpShouldHandleCookies ?? true, let storage = configuration.httpCookieStorage else { return [] }
         let fields = head.fields.values("Set-Cookie")
-        guard !fields.isEmpty else { return }
-        let refusals = storage.storeResponseCookies(fields, for: url, mainDocumentURL: request?.mainDocumentURL, policy: configuration.httpCookieAcceptPolicy)
-        if !refusals.isEmpty {
-            logger.debug("cookies refused", metadata: ["task": "\(identifier)", "reasons": "\(refusals.joined(separator: "; "))"])
-        }
+        guard !fields.isEmpty else { return [] }
+        return storage.storeResponseCookies(fields, for: url, mainDocumentURL: request?.mainDocumentURL, policy: configuration.httpCookieAcceptPolicy)
     }
 }

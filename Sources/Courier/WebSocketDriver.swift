@@ -25,6 +25,8 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
         var maximumMessageSize = 1 << 20
         var protocols: [String] = []
         var handshake: WebSocketHandshake?
+        /// The handshake's request, with its http(s) URL: what cookies are stored for.
+        var handshakeRequest: URLRequest?
         /// The answer of a server that did not switch.
         var refusal: HTTPURLResponse?
         var closeCode = URLSessionWebSocketTask.CloseCode.invalid
@@ -81,6 +83,7 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
         let (protocols, limit) = state.withLock { ($0.protocols, $0.maximumMessageSize) }
         let transportRequest: TransportRequest
         let handshake = WebSocketHandshake(protocols: protocols)
+        var handshakeRequest: URLRequest?
         do throws(URLError) {
             guard let task, var request = task.originalRequest, let url = request.url else {
                 throw .courier(.unsupportedURL, "The WebSocket task has no URL.", url: nil)
@@ -97,7 +100,10 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
             request.url = components?.url ?? url
             request.httpMethod = "GET"
             request.httpBody = nil
+            handshakeRequest = request
             var made = try RequestBuilder.make(request, configuration: session.frozenConfiguration, body: .request)
+            // Cookies go as for the http(s) URL of the same origin, as on Apple platforms.
+            session.addCookies(to: &made, request: request)
             // A handshake carries no body to decode.
             made.head.fields.removeAll(named: "Accept-Encoding")
             for field in handshake.requestFields {
@@ -115,6 +121,7 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
             guard case .idle = state.phase else { return false }
             state.phase = .connecting(exchange)
             state.handshake = handshake
+            state.handshakeRequest = handshakeRequest
             return true
         }
         guard proceed else { return }
@@ -126,6 +133,7 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
     func exchange(_ exchange: HTTPExchange, didSendBodyBytes totalBytesSent: Int64) {}
 
     func exchange(_ exchange: HTTPExchange, didReceiveHead head: HTTPResponseHead) {
+        storeCookies(from: head)
         guard let url = task?.currentRequest?.url ?? url else { return }
         let response = HTTPURLResponse(url: url, head: head)
         state.withLock { $0.refusal = response }
@@ -158,6 +166,7 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
             finish(URLError.courier(.badServerResponse, "The WebSocket handshake failed: \(error).", url: url))
             return
         }
+        storeCookies(from: head)
         if let url { task?.storage.withLock { $0.response = HTTPURLResponse(url: url, head: head) } }
         let waiting = state.withLock { state -> [(WebSocketFrame, Completion?)]? in
             guard case .connecting = state.phase else { return nil }
@@ -173,6 +182,12 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
         connection.start(self)
         notifyOpen(agreement.subprotocol)
         for (frame, completion) in waiting { write(frame, on: connection, completion: completion) }
+    }
+
+    /// Keeps what the handshake's answer sets (a 101 may set cookies too).
+    private func storeCookies(from head: HTTPResponseHead) {
+        guard let request = state.withLock({ $0.handshakeRequest }), let url = request.url else { return }
+        session.storeCookies(from: head, url: url, request: request)
     }
 
     // MARK: Sending

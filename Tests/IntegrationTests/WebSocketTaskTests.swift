@@ -1,4 +1,5 @@
 import Courier
+import CourierWebSocket
 import Foundation
 import Synchronization
 import Testing
@@ -226,5 +227,35 @@ struct WebSocketTaskTests {
         let refused = try #require(try runCourier(["--ws", "ws://127.0.0.1:1/"], input: Data()))
         #expect(refused.status == 1)
         #expect(refused.stderr.hasPrefix("courier: "))
+    }
+
+    @Test("the handshake carries the session's cookies for the origin, and a cookie the 101 sets is kept")
+    func cookies() async throws {
+        let seen = Mutex<[String]>([])
+        let scripted = try ScriptedServer { connection in
+            guard let request = connection.readRequest(), let key = request.header("Sec-WebSocket-Key") else { return }
+            seen.withLock { $0.append(request.header("Cookie") ?? "") }
+            connection.write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                + "Sec-WebSocket-Accept: \(WebSocketHandshake.accept(forKey: key))\r\nSet-Cookie: socket=\(seen.withLock { $0.count }); Path=/\r\n\r\n")
+            // A close frame, 1000, unmasked as a server sends it; then the end.
+            connection.write([0x88, 0x02, 0x03, 0xE8])
+            connection.readToEOF(timeout: 5)
+        }
+        defer { scripted.stop() }
+        let configuration = URLSessionConfiguration.ephemeral
+        let storage = try #require(configuration.httpCookieStorage)
+        storage.setCookie(try #require(HTTPCookie(properties: [.name: "given", .value: "1", .domain: "127.0.0.1", .path: "/"])))
+        let session = URLSession(configuration: configuration)
+        defer { session.invalidateAndCancel() }
+        for _ in 0..<2 {
+            let task = session.webSocketTask(with: URL(string: "ws://127.0.0.1:\(scripted.port)/chat")!)
+            task.resume()
+            await #expect(throws: URLError.self) { _ = try await task.receive() }
+            #expect(task.closeCode == .normalClosure)
+        }
+        let cookies = seen.withLock { $0 }
+        #expect(cookies.count == 2)
+        #expect(cookies.first == "given=1")
+        #expect(cookies.last?.contains("socket=1") == true && cookies.last?.contains("given=1") == true)
     }
 }
