@@ -7,10 +7,10 @@ import Foundation
 /// Messages sent before the connection opens wait for it. Received messages wait (in order)
 /// for `receive`; while 64 wait unread, the socket is not read, so a fast sender is held back
 /// (and a pong behind them waits too). A message over `maximumMessageSize` closes the
-/// connection with 1009. Pings from the server are answered. The opening handshake carries the
-/// request's header fields and the configuration's additional ones; it goes over a connection
-/// of its own, HTTP/1.1, directly (not through a proxy), and offers no extension
-/// (permessage-deflate is not negotiated).
+/// connection with 1009 (measured after inflating, for a compressed one). Pings from the server
+/// are answered. The opening handshake carries the request's header fields, the configuration's
+/// additional ones and the session's cookies, and offers permessage-deflate (RFC 7692, through
+/// zlib); it goes over a connection of its own, HTTP/1.1, directly (not through a proxy).
 open class URLSessionWebSocketTask: URLSessionTask, @unchecked Sendable {
     /// A message: text or binary.
     public enum Message: Sendable {

@@ -57,6 +57,8 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
     // Loop-confined: the codec.
     private var parser = WebSocketFrameParser(role: .client)
     private var reader = WebSocketMessageReader()
+    /// permessage-deflate's contexts, when the server took it.
+    private var deflate: WebSocketDeflate?
 
     init(task: URLSessionWebSocketTask, session: URLSession) {
         self.task = task
@@ -82,7 +84,7 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
     func open() {
         let (protocols, limit) = state.withLock { ($0.protocols, $0.maximumMessageSize) }
         let transportRequest: TransportRequest
-        let handshake = WebSocketHandshake(protocols: protocols)
+        let handshake = WebSocketHandshake(protocols: protocols, offersDeflate: true)
         var handshakeRequest: URLRequest?
         do throws(URLError) {
             guard let task, var request = task.originalRequest, let url = request.url else {
@@ -179,6 +181,15 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
             connection.close()
             return
         }
+        if let parameters = agreement.deflate {
+            guard let contexts = WebSocketDeflate(parameters) else {
+                connection.close()
+                finish(URLError.courier(.cannotDecodeContentData, "zlib could not start for permessage-deflate.", url: url))
+                return
+            }
+            deflate = contexts
+            parser.allowsRSV1 = true
+        }
         connection.start(self)
         notifyOpen(agreement.subprotocol)
         for (frame, completion) in waiting { write(frame, on: connection, completion: completion) }
@@ -267,8 +278,14 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
         }
     }
 
-    /// Writes one frame, masked, on the connection's loop.
+    /// Writes one frame, masked (and a message compressed when permessage-deflate is on), on
+    /// the connection's loop.
     private func write(_ frame: WebSocketFrame, on connection: UpgradedConnection, completion: Completion?) {
+        var frame = frame
+        if let deflate, !frame.opcode.isControl {
+            frame.payload = deflate.deflate(frame.payload)
+            frame.rsv1 = true
+        }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(frame.payload.count + 14)
         WebSocketFrameEncoder.encode(frame, maskingKey: WebSocketFrameEncoder.makeMaskingKey(), into: &bytes)
@@ -322,6 +339,20 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
         switch message {
         case .text(let text): arrived(.string(text), on: connection)
         case .binary(let bytes): arrived(.data(Data(bytes)), on: connection)
+        case .compressed(let text, let payload):
+            do throws(WebSocketError) {
+                guard let deflate else { throw .reservedBitsSet }
+                let bytes = try deflate.inflate(payload, limit: reader.maximumMessageSize)
+                if text {
+                    var validator = UTF8Validator()
+                    guard validator.feed(bytes), validator.isComplete else { throw .invalidUTF8 }
+                    arrived(.string(String(decoding: bytes, as: UTF8.self)), on: connection)
+                } else {
+                    arrived(.data(Data(bytes)), on: connection)
+                }
+            } catch {
+                failProtocol(error, on: connection)
+            }
         case .ping(let payload): write(WebSocketFrame(opcode: .pong, payload: payload), on: connection, completion: nil)
         case .pong:
             let handler = state.withLock { state -> Completion? in state.pongHandlers.isEmpty ? nil : state.pongHandlers.removeFirst() }

@@ -4,8 +4,9 @@ import Synchronization
 
 /// `courier --ws URL`, in the manner of websocat: each line of standard input goes out as a
 /// text message, each message that arrives is written to standard output (text with a newline,
-/// binary as it is). At the end of input the connection is closed with 1000 and courier waits
-/// for the server's close; when the server closes first, courier stops.
+/// binary as it is). At the end of input courier waits until nothing has arrived for a quarter
+/// of a second (so the answers to the last lines are not cut off by the close), closes with
+/// 1000 and waits for the server's close; when the server closes first, courier stops.
 enum WebSocketClient {
     /// Runs the session; the exit status: 0 after a closing handshake, 1 when the connection
     /// could not open or broke.
@@ -24,6 +25,7 @@ enum WebSocketClient {
             reader.start()
         }
         enum Ended { case input, connection(any Error) }
+        let received = Counter()
         let ended = await withTaskGroup(of: Ended.self) { group -> Ended in
             group.addTask {
                 while true {
@@ -32,6 +34,7 @@ enum WebSocketClient {
                         case .string(let text): FileHandle.standardOutput.write(Data((text + "\n").utf8))
                         case .data(let data): FileHandle.standardOutput.write(data)
                         }
+                        received.value.add(1, ordering: .relaxed)
                     } catch {
                         return .connection(error)
                     }
@@ -40,6 +43,11 @@ enum WebSocketClient {
             group.addTask {
                 for await line in lines {
                     do { try await task.send(.string(line)) } catch { break }
+                }
+                var seen = -1
+                while seen != received.value.load(ordering: .relaxed) {
+                    seen = received.value.load(ordering: .relaxed)
+                    try? await Task.sleep(for: .milliseconds(250))
                 }
                 return .input
             }
@@ -68,6 +76,11 @@ enum WebSocketClient {
             }
             return 1
         }
+    }
+
+    /// Messages received so far, shared by the receiving and the sending loop.
+    final class Counter: Sendable {
+        let value = Atomic<Int>(0)
     }
 
     /// Answers server trust as the rest of courier does and, with -v, tells what happens.

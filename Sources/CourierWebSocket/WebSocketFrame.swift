@@ -58,12 +58,14 @@ public enum WebSocketError: Error, Equatable, Sendable, CustomStringConvertible 
     case invalidUTF8
     /// A close payload of one byte, or with a code no endpoint may send.
     case invalidClose(code: UInt16?)
+    /// A compressed message that does not inflate (permessage-deflate).
+    case invalidCompressedData
 
     /// The code to close the connection with: 1002 protocol error, 1007 invalid data, 1009
     /// message too big.
     public var closeCode: UInt16 {
         switch self {
-        case .invalidUTF8: return 1007
+        case .invalidUTF8, .invalidCompressedData: return 1007
         case .frameTooLarge, .messageTooLarge: return 1009
         default: return 1002
         }
@@ -82,6 +84,7 @@ public enum WebSocketError: Error, Equatable, Sendable, CustomStringConvertible 
         case .expectedContinuation: return "a new message began before the last one ended"
         case .invalidUTF8: return "a text message is not UTF-8"
         case .invalidClose(let code): return code.map { "the close code \($0) is not allowed" } ?? "a close frame is malformed"
+        case .invalidCompressedData: return "a compressed message does not inflate"
         }
     }
 }

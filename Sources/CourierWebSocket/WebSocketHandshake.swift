@@ -32,7 +32,9 @@ public struct WebSocketHandshake: Sendable {
             (name: "Sec-WebSocket-Key", value: key), (name: "Sec-WebSocket-Version", value: "13"),
         ]
         if !protocols.isEmpty { fields.append((name: "Sec-WebSocket-Protocol", value: protocols.joined(separator: ", "))) }
-        if offersDeflate { fields.append((name: "Sec-WebSocket-Extensions", value: "permessage-deflate; client_max_window_bits")) }
+        // client_max_window_bits is not offered: the server then leaves this client's window
+        // at 15 bits, which zlib's raw deflate can always honour (it cannot write 8).
+        if offersDeflate { fields.append((name: "Sec-WebSocket-Extensions", value: "permessage-deflate")) }
         return fields
     }
 

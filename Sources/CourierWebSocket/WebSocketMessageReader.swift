@@ -6,6 +6,9 @@ public enum WebSocketMessage: Equatable, Sendable {
     case pong([UInt8])
     /// The peer closes: its code (nil when it gave none) and reason.
     case close(code: UInt16?, reason: String)
+    /// A message sent compressed (permessage-deflate), its payload as it came: the caller
+    /// inflates it, and checks text once inflated.
+    case compressed(text: Bool, payload: [UInt8])
 }
 
 /// Joins frames into messages (RFC 6455 section 5.4): fragments of one message in order, control
@@ -27,9 +30,8 @@ public struct WebSocketMessageReader: Sendable {
     /// True while a fragmented message is under way.
     public var isInsideMessage: Bool { kind != nil }
 
-    /// Takes one frame; returns the message it completes, if any. For a compressed message
-    /// (RSV1 on its first frame) the payload is returned as it came, and text is not checked:
-    /// the caller inflates and checks it (see ``inflated(_:)``).
+    /// Takes one frame; returns the message it completes, if any. A compressed message (RSV1 on
+    /// its first frame) comes back as ``WebSocketMessage/compressed(text:payload:)``.
     public mutating func read(_ frame: WebSocketFrame) throws(WebSocketError) -> WebSocketMessage? {
         switch frame.opcode {
         case .ping: return .ping(frame.payload)
@@ -51,15 +53,13 @@ public struct WebSocketMessageReader: Sendable {
         kind = nil
         let payload = bytes
         bytes = []
-        if finished == .text && !compressed {
+        if compressed { return .compressed(text: finished == .text, payload: payload) }
+        if finished == .text {
             guard validator.isComplete else { throw .invalidUTF8 }
             return .text(String(decoding: payload, as: UTF8.self))
         }
-        return finished == .text ? .text(String(decoding: payload, as: UTF8.self)) : .binary(payload)
+        return .binary(payload)
     }
-
-    /// True when the message `read` last completed was compressed.
-    public var lastMessageWasCompressed: Bool { compressed }
 
     private mutating func append(_ payload: [UInt8], text: Bool) throws(WebSocketError) {
         guard bytes.count + payload.count <= maximumMessageSize else { throw .messageTooLarge(limit: maximumMessageSize) }

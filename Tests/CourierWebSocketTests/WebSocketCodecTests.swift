@@ -243,3 +243,35 @@ struct WebSocketHandshakeTests {
         #expect(WebSocketHandshake.isValidProtocolName("chat.v2") && !WebSocketHandshake.isValidProtocolName("a b") && !WebSocketHandshake.isValidProtocolName(""))
     }
 }
+
+@Suite("permessage-deflate")
+struct WebSocketDeflateTests {
+    @Test("messages round-trip through two contexts, with and without context takeover", arguments: [false, true])
+    func roundTrip(_ noTakeover: Bool) throws {
+        let parameters = WebSocketHandshake.DeflateParameters(serverNoContextTakeover: noTakeover, clientNoContextTakeover: noTakeover)
+        let sender = try #require(WebSocketDeflate(parameters))
+        let receiver = try #require(WebSocketDeflate(parameters))
+        let messages: [[UInt8]] = [[], Array("hello hello hello hello".utf8), Array("hello hello hello hello".utf8), deterministicBytes(count: 100_000, seed: 9)]
+        var sizes: [Int] = []
+        for message in messages {
+            let compressed = sender.deflate(message)
+            sizes.append(compressed.count)
+            #expect(compressed.suffix(4) != [0x00, 0x00, 0xFF, 0xFF])
+            #expect(sameBytes(try receiver.inflate(compressed, limit: 1 << 20), message))
+        }
+        // With the context kept, a repeated message compresses to almost nothing.
+        #expect(noTakeover ? sizes[2] == sizes[1] : sizes[2] < sizes[1])
+    }
+
+    @Test("RFC 7692's example: \"Hello\" compressed, and a bomb or garbage fails")
+    func rfcExampleAndFailures() throws {
+        let inflater = try #require(WebSocketDeflate(WebSocketHandshake.DeflateParameters()))
+        #expect(try inflater.inflate([0xF2, 0x48, 0xCD, 0xC9, 0xC9, 0x07, 0x00], limit: 100) == Array("Hello".utf8))
+        let deflater = try #require(WebSocketDeflate(WebSocketHandshake.DeflateParameters()))
+        let bomb = deflater.deflate([UInt8](repeating: 0, count: 1 << 20))
+        let fresh = try #require(WebSocketDeflate(WebSocketHandshake.DeflateParameters()))
+        #expect(throws: WebSocketError.messageTooLarge(limit: 4096)) { _ = try fresh.inflate(bomb, limit: 4096) }
+        let other = try #require(WebSocketDeflate(WebSocketHandshake.DeflateParameters()))
+        #expect(throws: WebSocketError.invalidCompressedData) { _ = try other.inflate([0xFF, 0xFF, 0xFF, 0xFF, 0x12], limit: 100) }
+    }
+}

@@ -48,19 +48,30 @@ struct WebSocketTaskTests {
 
     /// A resumed task for `path` on a new session whose delegate is a new recorder; `prepare`
     /// runs before `resume()`. The caller invalidates the session.
-    private func started(_ path: String, tls: Bool = false, prepare: (URLSessionWebSocketTask) -> Void = { _ in }) -> (URLSession, URLSessionWebSocketTask, Recorder) {
+    private func started(_ path: String, prepare: (URLSessionWebSocketTask) -> Void = { _ in }) -> (URLSession, URLSessionWebSocketTask, Recorder) {
         let recorder = Recorder()
         let session = session(recorder)
-        let task = session.webSocketTask(with: tls ? server.tlsURL(path) : server.url(path))
+        let task = session.webSocketTask(with: server.url(path))
         prepare(task)
         task.resume()
         return (session, task, recorder)
     }
 
-    @Test("text and binary messages echo back in order, over ws: and wss:", arguments: [false, true])
-    func echo(_ tls: Bool) async throws {
-        let (session, task, recorder) = started("/echo", tls: tls)
+    enum Route: String, CaseIterable, Sendable { case plain, tls, uncompressed }
+
+    @Test("text and binary messages echo back in order: ws: and wss: with permessage-deflate, ws: without", arguments: Route.allCases)
+    func echo(_ route: Route) async throws {
+        let recorder = Recorder()
+        let session = session(recorder)
         defer { session.invalidateAndCancel() }
+        let url: URL
+        switch route {
+        case .plain: url = server.url("/echo")
+        case .tls: url = server.tlsURL("/echo")
+        case .uncompressed: url = server.uncompressedURL("/echo")
+        }
+        let task = session.webSocketTask(with: url)
+        task.resume()
         try await task.send(.string("hello"))
         let binary = Data(deterministicBytes(count: 300_000, seed: 5))
         try await task.send(.data(binary))
@@ -76,6 +87,8 @@ struct WebSocketTaskTests {
         #expect(sameBytes(data, binary))
         let response = try #require(task.response as? HTTPURLResponse)
         #expect(response.statusCode == 101)
+        let extensions = response.value(forHTTPHeaderField: "Sec-WebSocket-Extensions") ?? ""
+        #expect(extensions.hasPrefix("permessage-deflate") == (route != .uncompressed), "\(extensions)")
         #expect(recorder.snapshot.opened.count == 1 && recorder.snapshot.opened.first! == nil)
         #expect(recorder.snapshot.offQueue == 0)
         #expect(task.closeCode == .invalid)

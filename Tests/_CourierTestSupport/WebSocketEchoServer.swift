@@ -2,7 +2,8 @@ import Foundation
 import Synchronization
 
 /// A WebSocket server on 127.0.0.1 (PyPI `websockets`), plain and TLS (the test CA's server
-/// certificate), run by the test harness and stopped by PID.
+/// certificate), both taking permessage-deflate when offered, and a plain one that never does;
+/// run by the test harness and stopped by PID.
 ///
 /// Paths: any path echoes each message back as it came (text as text, binary as binary);
 /// `/close` closes at once with 1001 "going now"; `/burst` sends 200 numbered text messages and
@@ -12,6 +13,8 @@ import Synchronization
 public final class WebSocketEchoServer: Sendable {
     public let port: Int
     public let tlsPort: Int
+    /// A third server, plain, that never agrees to permessage-deflate.
+    public let uncompressedPort: Int
     public let pid: Int32
 
     private static let sharedServer = Mutex<Result<WebSocketEchoServer, TestServerError>?>(nil)
@@ -28,6 +31,7 @@ public final class WebSocketEchoServer: Sendable {
 
     public func url(_ path: String) -> URL { URL(string: "ws://127.0.0.1:\(port)\(path)")! }
     public func tlsURL(_ path: String) -> URL { URL(string: "wss://127.0.0.1:\(tlsPort)\(path)")! }
+    public func uncompressedURL(_ path: String) -> URL { URL(string: "ws://127.0.0.1:\(uncompressedPort)\(path)")! }
 
     private static let program = """
     import asyncio, ssl, sys
@@ -49,13 +53,14 @@ public final class WebSocketEchoServer: Sendable {
             await ws.send(message)
 
     async def main():
-        port, tls_port, cert, key = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+        port, tls_port, plain_port, cert, key = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
         def choose(connection, offered):
             return next((name for name in offered if name in ("chat", "superchat")), None)
-        options = dict(select_subprotocol=choose, max_size=2 ** 24, compression=None)
-        async with serve(handler, "127.0.0.1", port, **options), serve(handler, "127.0.0.1", tls_port, ssl=context, **options):
+        options = dict(select_subprotocol=choose, max_size=2 ** 24)
+        async with serve(handler, "127.0.0.1", port, **options), serve(handler, "127.0.0.1", tls_port, ssl=context, **options), \\
+                serve(handler, "127.0.0.1", plain_port, compression=None, **options):
             await asyncio.get_running_loop().create_future()
 
     asyncio.run(main())
@@ -73,10 +78,12 @@ public final class WebSocketEchoServer: Sendable {
         let directory = TestRun.makeDirectory("websockets")
         let port = freeLoopbackPort()
         let tlsPort = freeLoopbackPort()
-        let arguments = ["-c", Self.program, "\(port)", "\(tlsPort)", certificates.serverPEM, certificates.serverKey]
+        let uncompressedPort = freeLoopbackPort()
+        let arguments = ["-c", Self.program, "\(port)", "\(tlsPort)", "\(uncompressedPort)", certificates.serverPEM, certificates.serverKey]
         self.pid = try startServerProcess(python, arguments, directory: directory, output: directory.appendingPathComponent("server.log"))
         self.port = port
         self.tlsPort = tlsPort
+        self.uncompressedPort = uncompressedPort
         // The server answers a plain GET (no upgrade) with an HTTP error: it is up.
         guard waitForHTTPAnswer(port: port, path: "/", timeout: 30) else {
             stop()

@@ -43,10 +43,10 @@ private func run(_ input: UnsafeRawBufferPointer, role: WebSocketRole, rsv1: Boo
                     case .binary(let bytes): precondition(bytes.count <= messageLimit, "a message over the limit")
                     case .text(let text):
                         precondition(text.utf8.count <= messageLimit, "a message over the limit")
-                        if !reader.lastMessageWasCompressed {
-                            var validator = UTF8Validator()
-                            precondition(validator.feed(text.utf8) && validator.isComplete, "a text message that is not UTF-8")
-                        }
+                        var validator = UTF8Validator()
+                        precondition(validator.feed(text.utf8) && validator.isComplete, "a text message that is not UTF-8")
+                    case .compressed(_, let payload):
+                        precondition(rsv1 && payload.count <= messageLimit, "a compressed message where none was negotiated, or over the limit")
                     default: break
                     }
                     outcomes.append(.message(message))
