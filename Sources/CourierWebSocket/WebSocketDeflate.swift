@@ -58,10 +58,14 @@ public final class WebSocketDeflate {
                 if output.count + count > limit { return .messageTooLarge(limit: limit) }
                 output += buffer[..<count]
                 switch produced {
-                case Z_OK, Z_BUF_ERROR:
+                case Z_OK:
                     // All input taken and nothing more to flush: the message is whole.
                     if inflater.pointee.avail_in == 0 && inflater.pointee.avail_out > 0 { return nil }
-                    if produced == Z_BUF_ERROR && inflater.pointee.avail_in == 0 { return nil }
+                case Z_BUF_ERROR:
+                    // No progress possible: done when the input is used up; input left that
+                    // zlib will not take (with room to write) is not a deflate stream.
+                    if inflater.pointee.avail_in == 0 { return nil }
+                    if inflater.pointee.avail_out > 0 { return .invalidCompressedData }
                 case Z_STREAM_END:
                     // A final block ends the context: the next message starts a new stream.
                     inflateReset(inflater)
