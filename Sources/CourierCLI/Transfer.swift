@@ -78,12 +78,7 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     }
 
     func urlSession(_ session: URLSession, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
-        guard challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodServerTrust,
-              let serverTrust = challenge.protectionSpace.serverTrust else {
-            completionHandler(.performDefaultHandling, nil)
-            return
-        }
-        let (disposition, credential, failure) = trust.answer(serverTrust)
+        let (disposition, credential, failure) = trust.answer(challenge)
         if let failure { state.withLock { $0.outcome.trustFailure = failure } }
         completionHandler(disposition, credential)
     }
@@ -231,9 +226,13 @@ enum TrustPolicy: @unchecked Sendable {
     /// Anything (-k).
     case acceptAny
 
-    /// How to answer a server-trust challenge for `serverTrust` under this policy, and why
-    /// the server is not trusted when it is not.
-    func answer(_ serverTrust: SecTrust) -> (URLSession.AuthChallengeDisposition, URLCredential?, failure: String?) {
+    /// How to answer a session-level challenge under this policy (default handling for anything
+    /// but server trust), and why the server is not trusted when it is not.
+    func answer(_ challenge: URLAuthenticationChallenge) -> (URLSession.AuthChallengeDisposition, URLCredential?, failure: String?) {
+        guard challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodServerTrust,
+              let serverTrust = challenge.protectionSpace.serverTrust else {
+            return (.performDefaultHandling, nil, nil)
+        }
         switch self {
         case .system:
             return (.performDefaultHandling, nil, nil)

@@ -96,12 +96,7 @@ enum WebSocketClient {
         }
 
         func urlSession(_ session: URLSession, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
-            guard challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodServerTrust,
-                  let serverTrust = challenge.protectionSpace.serverTrust else {
-                completionHandler(.performDefaultHandling, nil)
-                return
-            }
-            let (disposition, credential, failure) = trust.answer(serverTrust)
+            let (disposition, credential, failure) = trust.answer(challenge)
             if let failure { self.failure.withLock { $0 = failure } }
             completionHandler(disposition, credential)
         }
