@@ -3,7 +3,6 @@ import Courier
 import Foundation
 
 /// `courier`: fetch a URL with Courier's URLSession, in the manner of curl.
-@main
 struct CourierCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "courier",

@@ -106,15 +106,22 @@ struct CLITransferTests {
         #expect(try Data(contentsOf: file) == partial)
     }
 
-    @Test("with no file descriptor left for the event loops, courier reports a URLError instead of crashing")
-    func noFileDescriptors() throws {
+    /// Runs courier under `ulimit -n limit` from bash, after closing every descriptor above 2
+    /// that the test process let the shell inherit (other tests' pipes can leak into it) and
+    /// opening `occupied` descriptors of its own.
+    private func courierWithDescriptorLimit(_ limit: Int, occupied: Int) throws -> (reason: Process.TerminationReason, status: Int32, stderr: String) {
         let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         let executable = directory.appendingPathComponent("courier").path
         try #require(FileManager.default.isExecutableFile(atPath: executable))
+        let script = """
+            for fd in $(ls /proc/$$/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null; done
+            for fd in $(seq 3 $((2 + $2))); do eval "exec $fd</dev/null"; done
+            ulimit -n $1
+            exec "$0" "$3"
+            """
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        // Six descriptors: enough to load the program, too few for its loops' epoll and eventfd.
-        process.arguments = ["-c", "ulimit -n 6; exec \"$0\" \"$1\"", executable, nginx.url("/files/hello.txt").absoluteString]
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = ["-c", script, executable, String(limit), String(occupied), nginx.url("/files/hello.txt").absoluteString]
         let err = Pipe()
         process.standardError = err
         process.standardOutput = FileHandle.nullDevice
@@ -122,9 +129,25 @@ struct CLITransferTests {
         try process.run()
         let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
-        #expect(process.terminationReason == .exit, "\(stderr)")
-        #expect(process.terminationStatus == 1, "\(stderr)")
-        #expect(stderr.contains("Too many open files"), "\(stderr)")
-        #expect(stderr.contains("URLError -1004"), "\(stderr)")
+        return (process.terminationReason, process.terminationStatus, stderr)
+    }
+
+    @Test(
+        "with too few file descriptors, courier says so and exits 1 instead of crashing in libdispatch",
+        arguments: [(6, 0), (9, 3), (8, 4)]
+    )
+    func tooFewFileDescriptors(limit: Int, occupied: Int) throws {
+        let run = try courierWithDescriptorLimit(limit, occupied: occupied)
+        #expect(run.reason == .exit, "\(run.stderr)")
+        #expect(run.status == 1, "\(run.stderr)")
+        #expect(run.stderr.contains("Too many open files"), "\(run.stderr)")
+        #expect(run.stderr.contains("raise `ulimit -n`"), "\(run.stderr)")
+    }
+
+    @Test("a small descriptor limit that leaves enough free still fetches")
+    func smallFileDescriptorLimit() throws {
+        let run = try courierWithDescriptorLimit(64, occupied: 20)
+        #expect(run.reason == .exit, "\(run.stderr)")
+        #expect(run.status == 0, "\(run.stderr)")
     }
 }
