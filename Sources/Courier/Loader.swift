@@ -1,3 +1,4 @@
+import CourierCore
 import CourierTransport
 
 /// The seam between the session layer and whatever carries exchanges. `URLSession` and its
@@ -14,6 +15,12 @@ protocol Loader: AnyObject, Sendable {
     /// Makes every later exchange, and every one still waiting, use a new connection: idle
     /// connections close now, busy ones after their exchange.
     func retireConnections()
+    /// Opens a connection of the caller's own to `host`:`port` (a stream task's), through
+    /// `proxy`'s tunnel when given.
+    func openConnection(
+        host: String, port: UInt16, proxy: ProxyServer?, owner: (any ConnectionOwner)?,
+        completion: @escaping @Sendable (Result<UpgradedConnection, TransportError>) -> Void
+    )
 }
 
 extension HTTPTransport: Loader {}

@@ -38,7 +38,7 @@ final class SessionSecurity: ConnectionSecurityDelegate, @unchecked Sendable {
             realm: nil, authenticationMethod: NSURLAuthenticationMethodServerTrust
         )
         space.serverTrust = trust
-        let task = (request.exchange?.delegate as? TaskDriver)?.task
+        let task = (request.exchange?.delegate as? TaskDriver)?.task ?? (request.owner as? StreamTaskDriver)?.task
         ChallengeRouter.route(space, session: session, task: task) { disposition, credential in
             switch disposition {
             case .useCredential:
@@ -70,7 +70,7 @@ final class SessionSecurity: ConnectionSecurityDelegate, @unchecked Sendable {
             realm: nil, authenticationMethod: NSURLAuthenticationMethodClientCertificate
         )
         space.distinguishedNames = request.acceptableIssuers.isEmpty ? nil : request.acceptableIssuers.map { Data($0) }
-        let task = (request.exchange?.delegate as? TaskDriver)?.task
+        let task = (request.exchange?.delegate as? TaskDriver)?.task ?? (request.owner as? StreamTaskDriver)?.task
         ChallengeRouter.route(space, session: session, task: task) { disposition, credential in
             switch disposition {
             case .useCredential:

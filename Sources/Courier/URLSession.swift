@@ -337,6 +337,12 @@ open class URLSession: NSObject, @unchecked Sendable {
                 task.socket = WebSocketDriver(task: task, session: session)
                 return task
             }
+        } else if kind == URLSessionStreamTask.self {
+            make = { session, identifier, request, delivery, body in
+                let task = URLSessionStreamTask(session: session, identifier: identifier, request: request, delivery: delivery, body: body)
+                task.streamDriver = StreamTaskDriver(task: task, session: session)
+                return task
+            }
         } else if kind == URLSessionDownloadTask.self {
             PartialDownloadFiles.sweepOnce()
             make = { URLSessionDownloadTask(session: $0, identifier: $1, request: $2, delivery: $3, body: $4) }

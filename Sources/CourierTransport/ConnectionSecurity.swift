@@ -16,6 +16,10 @@ public struct TLSSettings: Sendable {
     public init() {}
 }
 
+/// Who a connection serving no exchange belongs to (a stream task's): its TLS challenges name
+/// it, so they can be raised on the right task.
+public protocol ConnectionOwner: AnyObject, Sendable {}
+
 /// A server presented its certificates on a new connection: trust them or not.
 public struct ServerTrustRequest: Sendable {
     public var origin: Origin
@@ -25,6 +29,8 @@ public struct ServerTrustRequest: Sendable {
     public var verdict: Result<Void, CertificateFailure>
     /// The request the connection is being made for (the oldest waiting one), if any.
     public var exchange: HTTPExchange?
+    /// The owner of a connection made for no request.
+    public var owner: (any ConnectionOwner)? = nil
 }
 
 /// The answer to a ``ServerTrustRequest``.
@@ -41,6 +47,7 @@ public struct ClientIdentityRequest: Sendable {
     /// DER distinguished names of the issuers the server accepts (may be empty).
     public var acceptableIssuers: [[UInt8]]
     public var exchange: HTTPExchange?
+    public var owner: (any ConnectionOwner)? = nil
 }
 
 /// The answer to a ``ClientIdentityRequest``.

@@ -119,6 +119,50 @@ public final class HTTPTransport: Sendable {
         }
     }
 
+    /// Opens a TCP connection to `host`:`port` for its caller's own bytes (a stream task), with
+    /// the transport's connect timeout and resolver, through `proxy` when given: a tunnel
+    /// (CONNECT to an HTTP proxy, or SOCKS5) to the host. It belongs to no pool. `completion`
+    /// runs once, on the connection's loop; the connection is not read until
+    /// ``UpgradedConnection/start(_:)``.
+    public func openConnection(
+        host: String, port: UInt16, proxy: ProxyServer?, owner: (any ConnectionOwner)?,
+        completion: @escaping @Sendable (Result<UpgradedConnection, TransportError>) -> Void
+    ) {
+        guard !isShutDown.load(ordering: .relaxed) else {
+            completion(.failure(.shutDown))
+            return
+        }
+        let environment: TransportEnvironment
+        switch self.environment {
+        case .success(let started): environment = started
+        case .failure(let error):
+            completion(.failure(.dial(.connect(.connect(error)))))
+            return
+        }
+        let origin = Origin(scheme: .http, host: host, port: port)
+        let key = ConnectionKey(origin: origin, route: proxy.map { .tunnel($0) } ?? .direct)
+        let dialer = Dialer(key: key, environment: environment) { nil }
+        let loop = environment.group.next()
+        let dial = {
+            dialer.dial(on: loop) { result in
+                switch result {
+                case .success(let dialed):
+                    let connection = UpgradedConnection(stream: dialed.stream, leftover: [])
+                    connection.environment = environment
+                    completion(.success(connection))
+                case .failure(let failure):
+                    completion(.failure(.dial(failure)))
+                }
+            }
+        }
+        if loop.inEventLoop {
+            dial()
+        } else {
+            let bound = LoopBound(dial, loop: loop)
+            loop.execute { bound.value() }
+        }
+    }
+
     /// Closes every pool: waiting requests fail, idle connections close.
     public func shutdown() {
         isShutDown.store(true, ordering: .relaxed)

@@ -30,17 +30,23 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
     private var outgoing = ByteBuffer()
     private var readingPaused = false
     private var sawEOF = false
+    /// close_notify was sent (``finishWriting()``): nothing more is written.
+    private var writeFinished = false
     private let sessionCache: TLSSessionCache
     private var trusted = false
     private let handshakeStart = ContinuousClock.now
     private let securityDelegate: ConnectionSecurityDelegate?
     /// Finds the request a challenge is for (the oldest one waiting), at the time it is raised.
     private let exchangeForChallenge: () -> HTTPExchange?
+    /// Named in the challenges of a connection that serves no exchange.
+    private let owner: (any ConnectionOwner)?
 
     init(
         channel: StreamChannel, engine: TLSEngine, origin: Origin, sessionCache: TLSSessionCache,
-        securityDelegate: ConnectionSecurityDelegate?, exchangeForChallenge: @escaping () -> HTTPExchange?
+        securityDelegate: ConnectionSecurityDelegate?, exchangeForChallenge: @escaping () -> HTTPExchange?,
+        owner: (any ConnectionOwner)? = nil
     ) {
+        self.owner = owner
         self.channel = channel
         self.engine = engine
         self.origin = origin
@@ -84,7 +90,7 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
                 answerClientIdentity(.none)
                 return
             }
-            let request = ClientIdentityRequest(origin: origin, acceptableIssuers: issuers, exchange: exchangeForChallenge())
+            let request = ClientIdentityRequest(origin: origin, acceptableIssuers: issuers, exchange: exchangeForChallenge(), owner: owner)
             let bound = LoopBound(self, loop: loop)
             let loop = self.loop
             securityDelegate.chooseClientIdentity(request) { decision in
@@ -120,7 +126,7 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
             }
             return
         }
-        let request = ServerTrustRequest(origin: origin, chain: engine.peerCertificateChain, verdict: verdict, exchange: exchangeForChallenge())
+        let request = ServerTrustRequest(origin: origin, chain: engine.peerCertificateChain, verdict: verdict, exchange: exchangeForChallenge(), owner: owner)
         let bound = LoopBound(self, loop: loop)
         let loop = self.loop
         securityDelegate.evaluateServerTrust(request) { decision in
@@ -167,7 +173,7 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
     // MARK: TransportStream
 
     func write(_ parts: [UnsafeRawBufferPointer]) {
-        guard phase == .established else { return }
+        guard phase == .established, !writeFinished else { return }
         do {
             for part in parts where part.count > 0 { try engine.write(part) }
         } catch {
@@ -194,10 +200,19 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
         loop.executeSoon { [weak self] in self?.readPlaintext() }
     }
 
+    func finishWriting() {
+        guard phase == .established, !writeFinished else { return }
+        writeFinished = true
+        engine.close()
+        flushOutgoing()
+    }
+
+    func shutdownWrite() { channel.shutdownWrite() }
+
     func close() {
         guard phase != .closed else { return }
         keepNewSession()
-        if phase == .established {
+        if phase == .established, !writeFinished {
             engine.close()
             flushOutgoing()
         }

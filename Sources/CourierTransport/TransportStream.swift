@@ -41,6 +41,11 @@ protocol TransportStream: AnyObject {
     func resumeReading()
     /// Closes at once (after queueing close_notify on TLS); the delegate is released.
     func close()
+    /// Ends this side's bytes: TLS queues close_notify, and nothing more is written. The FIN
+    /// follows with ``shutdownWrite()`` once the queued bytes have drained. Reading goes on.
+    func finishWriting()
+    /// Sends FIN now; queued bytes not yet handed to the kernel are lost, so call it drained.
+    func shutdownWrite()
 }
 
 /// A plain TCP stream: a stream channel with the delegate calls renamed.
@@ -68,6 +73,9 @@ final class PlainStream: TransportStream, StreamChannelDelegate {
         delegate = nil
         channel.close()
     }
+
+    func finishWriting() {}
+    func shutdownWrite() { channel.shutdownWrite() }
 
     func channel(_ channel: StreamChannel, didRead bytes: UnsafeRawBufferPointer) {
         delegate?.streamDidRead(bytes)

@@ -1,4 +1,7 @@
+import CourierCore
 import CourierReactor
+import CourierTLS
+import Foundation
 
 /// Hears what happens on an ``UpgradedConnection``; called on its loop, one call at a time.
 public protocol UpgradedConnectionHandler: AnyObject {
@@ -12,12 +15,19 @@ public protocol UpgradedConnectionHandler: AnyObject {
     func connection(_ connection: UpgradedConnection, didFail error: TransportError)
 }
 
-/// A connection that left HTTP after a 101 (RFC 9110 section 15.2.2): the byte stream, TCP or
-/// TLS, now the caller's, with the bytes that followed the 101 in the same read. It belongs to
-/// no pool; its owner closes it. Confined to its event loop: call everything there (``loop``).
+/// A connection that is its owner's byte stream, TCP or TLS, and no HTTP connection: one that
+/// left HTTP after a 101 (RFC 9110 section 15.2.2), with the bytes that followed the 101 in the
+/// same read, or one opened for a stream task (``HTTPTransport/openConnection(host:port:proxy:owner:completion:)``).
+/// It belongs to no pool; its owner closes it. Confined to its event loop: call everything
+/// there (``loop``).
 public final class UpgradedConnection: TransportStreamDelegate, @unchecked Sendable {
     public let loop: EventLoop
-    private let stream: TransportStream
+    private var stream: TransportStream
+    /// What a TLS handshake started later needs (trust roots, session cache, security delegate).
+    var environment: TransportEnvironment?
+    /// ``closeWrite()`` was asked for: the FIN goes once the queued bytes have drained.
+    private var writeClosing = false
+    private(set) public var isWriteClosed = false
     /// Read before a handler was there to take them: the bytes after the 101, then whatever
     /// came until ``start(_:)``.
     private var early: [UInt8]
@@ -62,8 +72,72 @@ public final class UpgradedConnection: TransportStreamDelegate, @unchecked Senda
     /// Queues `bytes` for sending.
     public func write(_ bytes: UnsafeRawBufferPointer) {
         loop.assertInEventLoop()
-        guard !isClosed else { return }
+        guard !isClosed, !writeClosing else { return }
         stream.write([bytes])
+    }
+
+    /// True once TLS runs on the connection.
+    public var isSecure: Bool { stream.tls != nil }
+
+    /// Ends this side's bytes once the queued ones are sent (close_notify first on TLS, then
+    /// FIN); reading goes on. ``isWriteClosed`` turns true when the FIN is sent.
+    public func closeWrite() {
+        loop.assertInEventLoop()
+        guard !isClosed, !writeClosing else { return }
+        writeClosing = true
+        stream.finishWriting()
+        shutdownWriteIfDrained()
+    }
+
+    private func shutdownWriteIfDrained() {
+        guard writeClosing, !isWriteClosed, !isClosed, stream.pendingWriteBytes == 0 else { return }
+        isWriteClosed = true
+        stream.shutdownWrite()
+    }
+
+    /// Starts TLS on a plain connection as a client of `host` (STARTTLS), with the transport's
+    /// trust and client-certificate rules, its challenges naming `owner`. No ALPN is offered.
+    /// Reading pauses for the handshake and resumes as before once it succeeds; on failure
+    /// the connection is closed and the handler hears nothing more. `completion` runs on the loop.
+    public func startTLS(
+        host: String, port: UInt16, owner: (any ConnectionOwner)?, completion: @escaping (Result<Void, TransportError>) -> Void
+    ) {
+        loop.assertInEventLoop()
+        guard !isClosed, !writeClosing, let plain = stream as? PlainStream, let environment else {
+            completion(.failure(.localProtocol(StartTLSRefusal())))
+            return
+        }
+        let origin = Origin(scheme: .https, host: host, port: port)
+        let engine: TLSEngine
+        do throws(TLSError) {
+            engine = try TLSEngine(
+                context: environment.tlsContext(), role: .client(serverName: host),
+                verificationTime: Int64(Date().timeIntervalSince1970),
+                session: environment.sessionCache.session(for: TLSStream.sessionKey(origin)), applicationProtocols: []
+            )
+        } catch {
+            completion(.failure(.dial(.tls(error))))
+            return
+        }
+        let tls = TLSStream(
+            channel: plain.channel, engine: engine, origin: origin, sessionCache: environment.sessionCache,
+            securityDelegate: environment.securityDelegate, exchangeForChallenge: { nil }, owner: owner
+        )
+        plain.delegate = nil
+        stream = tls
+        tls.startHandshake(deadline: .now + environment.connectTimeout) { [self] result in
+            switch result {
+            case .success:
+                guard !isClosed else { return }
+                tls.delegate = self
+                completion(.success(()))
+            case .failure(let failure):
+                // The stream closed its channel.
+                isClosed = true
+                handler = nil
+                completion(.failure(.dial(failure)))
+            }
+        }
     }
 
     /// Bytes queued and not yet handed to the kernel.
@@ -107,6 +181,7 @@ public final class UpgradedConnection: TransportStreamDelegate, @unchecked Senda
     }
 
     func streamDidDrainWrites() {
+        shutdownWriteIfDrained()
         guard started, let handler else { return }
         handler.connectionDidDrainWrites(self)
     }
@@ -120,4 +195,10 @@ public final class UpgradedConnection: TransportStreamDelegate, @unchecked Senda
         self.handler = nil
         handler.connection(self, didFail: error)
     }
+}
+
+/// ``UpgradedConnection/startTLS(host:port:owner:completion:)`` on a connection that is closed,
+/// closing, TLS already, or made without a transport.
+struct StartTLSRefusal: LocalProtocolError {
+    var description: String { "TLS cannot start on this connection: it is closed, its writing is closed, or it is TLS already" }
 }
