@@ -197,6 +197,33 @@ final class DelegateDataSink: TaskSink {
             }
         case .becomeDownload:
             becomeDownload(driver: driver)
+        case .becomeStream:
+            becomeStream(driver: driver)
+        }
+    }
+
+    /// Turns the task into a stream task on its connection: the delegate hears `didBecome
+    /// streamTask` before the stream task's first event. Held body bytes (or a finished body)
+    /// mean the connection has moved on: the task fails.
+    private func becomeStream(driver: TaskDriver) {
+        let receiver = pending.withLock { pending -> Receiver? in
+            guard case .awaitingDisposition = pending.phase, let receiver = pending.receiver else { return nil }
+            guard pending.data.isEmpty, pending.deferredCompletion == nil else { return nil }
+            pending.phase = .delivering
+            return receiver
+        }
+        guard let receiver else {
+            let refusal = URLError.courier(.unknown, "The data task cannot become a stream task: its response body had begun.", url: driver.currentURL)
+            driver.fail(refusal, with: .deliveryFailed)
+            driver.setAwaitingDisposition(false)
+            return
+        }
+        let session = driver.session
+        driver.becomeStreamTask { streamTask in
+            driver.enqueue { receiver.delegate.urlSession(session, dataTask: receiver.task, didBecome: streamTask) }
+        } failed: { error in
+            driver.fail(error, with: .deliveryFailed)
+            driver.setAwaitingDisposition(false)
         }
     }
 

@@ -147,6 +147,18 @@ final class StreamTaskDriver: UpgradedConnectionHandler, ConnectionOwner, @unche
         }
     }
 
+    /// Takes over a connection that left HTTP (`.becomeStream`); called on its loop.
+    func adopt(_ connection: UpgradedConnection, host: String, port: Int) {
+        target = (host, port)
+        shared.withLock { shared in
+            shared.phase = .open(connection)
+            shared.drainQueued = true
+        }
+        self.connection = connection
+        connection.start(self)
+        drainInbox()
+    }
+
     func read(minimum: Int, maximum: Int, timeout: TimeInterval, completion: @escaping ReadCompletion, fromStreams: Bool = false) {
         submit(timeout: timeout, fromStreams: fromStreams) { id in
             .read(id: id, minimum: max(1, minimum), maximum: max(1, maximum, minimum), completion: completion)

@@ -31,6 +31,11 @@ open class URLSession: NSObject, @unchecked Sendable {
         /// `urlSession(_:dataTask:didBecome:)` with it, and the body (what arrived already, then
         /// the rest) goes to its file, reported through the download delegate.
         case becomeDownload = 2
+        /// The data task becomes a stream task on its HTTP/1.1 connection, which leaves HTTP
+        /// after the response head: the data delegate hears `urlSession(_:dataTask:didBecome:)`
+        /// with it, and the stream task reads what the server sends after the head. On an
+        /// HTTP/2 connection, or once body bytes have been delivered, the task fails instead.
+        case becomeStream = 3
     }
 
     /// Tasks and invalidation; guarded by the mutex.
@@ -379,6 +384,23 @@ open class URLSession: NSObject, @unchecked Sendable {
         }
         dataTask.storage.withLock { $0.state = .completed }
         return download
+    }
+
+    /// Makes the stream task a data task becomes (`.becomeStream`), in the data task's place.
+    func adoptAsStream(_ dataTask: URLSessionDataTask) -> URLSessionStreamTask {
+        let identifier = nextTaskIdentifier()
+        let stream = URLSessionStreamTask(session: self, identifier: identifier, request: nil, delivery: .delegate, body: .request)
+        stream.streamDriver = StreamTaskDriver(task: stream, session: self)
+        stream.storage.withLock { storage in
+            storage.state = .running
+            storage.started = true
+        }
+        registry.withLock { registry in
+            registry.tasks[identifier] = stream
+            registry.tasks[dataTask.taskIdentifier] = nil
+        }
+        dataTask.storage.withLock { $0.state = .completed }
+        return stream
     }
 
     /// A new task's identifier, unique within the session.

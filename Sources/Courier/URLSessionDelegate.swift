@@ -136,6 +136,9 @@ public protocol URLSessionDataDelegate: URLSessionTaskDelegate {
     /// The data task became `downloadTask` (the `.becomeDownload` disposition): from now on its
     /// events are the download task's.
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didBecome downloadTask: URLSessionDownloadTask)
+    /// The data task became `streamTask` (the `.becomeStream` disposition): its connection is
+    /// the stream task's, and the data task says nothing more.
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didBecome streamTask: URLSessionStreamTask)
     /// The response is about to be stored in the session's cache (after the last data, before
     /// the metrics and the completion): call `completionHandler` with it, with a replacement,
     /// or with nil to store nothing. Not asked for ephemeral sessions. When not implemented,
@@ -154,6 +157,10 @@ extension URLSessionDataDelegate {
 
     public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didBecome downloadTask: URLSessionDownloadTask) {
         (forwardingTarget(session, dataTask) as? URLSessionDataDelegate)?.urlSession(session, dataTask: dataTask, didBecome: downloadTask)
+    }
+
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didBecome streamTask: URLSessionStreamTask) {
+        (forwardingTarget(session, dataTask) as? URLSessionDataDelegate)?.urlSession(session, dataTask: dataTask, didBecome: streamTask)
     }
 
     public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {

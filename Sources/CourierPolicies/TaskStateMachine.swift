@@ -194,6 +194,12 @@ public struct TaskStateMachine: Sendable {
     /// True once the task completed.
     public var isFinished: Bool { state == .finished }
 
+    /// The task's connection left HTTP for another task (a data task's `.becomeStream`): it
+    /// is finished, with nothing left to do and no completion of its own.
+    public mutating func handOver() {
+        state = .finished
+    }
+
     /// Feeds one fact; returns what to do, in order.
     ///
     /// Dispatches on the event first and tests the state with `if case`, which never copies the

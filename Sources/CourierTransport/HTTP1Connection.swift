@@ -421,6 +421,30 @@ final class HTTP1Connection: TransportStreamDelegate {
         }
     }
 
+    /// The data task's `.becomeStream`: the stream, with the bytes after the head, leaves this
+    /// connection and its pool, as after a 101. Only before any body byte was delivered and
+    /// with the request sent whole.
+    func detach(_ exchange: HTTPExchange) -> UpgradedConnection? {
+        guard !isClosed, let current = active, current.exchange === exchange, current.headDelivered,
+              current.metrics.responseBodyBytesReceived == 0, case .complete = current.body else { return nil }
+        active = nil
+        isClosed = true
+        cancelTimeout()
+        cancelPoolIdleTimer()
+        var leftover: [UInt8] = []
+        if !stash.isEmpty {
+            leftover = stash.readableBytesArray()
+            stash.clear()
+        }
+        let environment = pool?.environment ?? owner?.environment
+        pool?.connectionClosed(id)
+        pool = nil
+        guard exchange.markFinished() else { return nil }
+        let detached = UpgradedConnection(stream: stream, leftover: leftover)
+        detached.environment = environment
+        return detached
+    }
+
     /// Closes the socket and tells the pool; idempotent.
     func close() {
         guard !isClosed else { return }

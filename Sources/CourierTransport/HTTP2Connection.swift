@@ -542,3 +542,8 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         }
     }
 }
+
+extension HTTP2Connection {
+    /// A stream of a multiplexed connection cannot become the whole connection.
+    func detach(_ exchange: HTTPExchange) -> UpgradedConnection? { nil }
+}

@@ -120,6 +120,20 @@ public final class HTTPExchange: Sendable {
         }
     }
 
+    /// Takes the HTTP/1.1 connection carrying the exchange out of HTTP once its response head
+    /// has arrived (URLSession's `.becomeStream`): `completion` gets it, with the bytes read
+    /// after the head, on its loop; nil when the exchange is not on a connection that can be
+    /// taken (HTTP/2, finished, body bytes already delivered). Nothing more is said of the
+    /// exchange after a success.
+    public func detachConnection(_ completion: @escaping @Sendable (UpgradedConnection?) -> Void) {
+        let phase = state.withLock { $0.phase }
+        guard case .executing(let connection) = phase else {
+            completion(nil)
+            return
+        }
+        connection.onLoop { connection in completion(connection.detach(self)) }
+    }
+
     /// Marks the exchange finished; returns false when it already was (so the caller must not
     /// deliver anything). A streamed body's producer is told, so its source is closed even when
     /// the body was not sent to its end (a writer feeding a bound stream pair learns at once).

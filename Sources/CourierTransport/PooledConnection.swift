@@ -16,6 +16,10 @@ protocol PooledConnection: AnyObject {
     func close()
     func schedulePoolIdleTimer(_ delay: Duration)
     func cancelPoolIdleTimer()
+    /// Takes the connection out of HTTP for `exchange`, whose head has arrived and none of
+    /// whose body has been delivered: nil when that cannot be (HTTP/2 multiplexes, or the
+    /// exchange is not where that holds).
+    func detach(_ exchange: HTTPExchange) -> UpgradedConnection?
 }
 
 extension HTTP1Connection: PooledConnection {}
