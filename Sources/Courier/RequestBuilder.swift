@@ -33,14 +33,17 @@ enum RequestBuilder {
     /// - Parameter proxy: the proxy to go through. An `http` request to an HTTP proxy carries
     ///   the absolute URL in its request line (RFC 9112 section 3.2.2); through a tunnel, the
     ///   request is as the origin would get it directly.
+    /// - Parameter upgrade: the request asks to switch protocols (``TransportRequest/upgrades``),
+    ///   so it goes through any proxy in a tunnel.
     static func make(
-        _ request: URLRequest, configuration: URLSessionConfiguration, body source: TaskDriver.BodySource, proxy: ProxyServer? = nil
+        _ request: URLRequest, configuration: URLSessionConfiguration, body source: TaskDriver.BodySource, proxy: ProxyServer? = nil,
+        upgrade: Bool = false
     ) throws(URLError) -> TransportRequest {
         guard let url = request.url else {
             throw .courier(.unsupportedURL, "The request has no URL.", url: nil)
         }
         let origin = try origin(of: url)
-        let forwarded = origin.scheme == .http && proxy?.kind == .http
+        let forwarded = origin.scheme == .http && proxy?.kind == .http && !upgrade
         let method = HTTPMethod(request.httpMethod ?? "GET")
 
         var fields = HTTPFields()
@@ -78,6 +81,7 @@ enum RequestBuilder {
         let timeout = request.isTimeoutIntervalSet ? request.timeoutInterval : configuration.timeoutIntervalForRequest
         var transportRequest = TransportRequest(origin: origin, head: head, body: body, idleTimeout: duration(timeout))
         transportRequest.proxy = proxy
+        transportRequest.upgrades = upgrade
         transportRequest.tunnelAuthorization = tunnelAuthorization
         transportRequest.deadline = .now + duration(configuration.timeoutIntervalForResource)
         return transportRequest

@@ -1,4 +1,5 @@
 import CourierCore
+import CourierPolicies
 import CourierTransport
 import CourierWebSocket
 import Foundation
@@ -103,7 +104,17 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
             request.httpMethod = "GET"
             request.httpBody = nil
             handshakeRequest = request
-            var made = try RequestBuilder.make(request, configuration: session.frozenConfiguration, body: .request)
+            // The session's proxy for the http(s) URL; an HTTP proxy is tunnelled through.
+            var proxy: ProxyServer?
+            if session.mayUseProxy, let httpURL = request.url {
+                let origin = try RequestBuilder.origin(of: httpURL)
+                do throws(ProxyConfigurationError) {
+                    proxy = try session.proxySelection.proxy(scheme: origin.scheme.rawValue, host: origin.host, port: origin.port)
+                } catch {
+                    throw .courier(.unsupportedURL, "The configured proxy cannot be used: \(error).", url: url)
+                }
+            }
+            var made = try RequestBuilder.make(request, configuration: session.frozenConfiguration, body: .request, proxy: proxy, upgrade: true)
             // Cookies go as for the http(s) URL of the same origin, as on Apple platforms.
             session.addCookies(to: &made, request: request)
             // A handshake carries no body to decode.
@@ -112,7 +123,6 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
                 made.head.fields.removeAll(named: field.name)
                 made.head.fields.append(name: field.name, value: field.value)
             }
-            made.upgrades = true
             transportRequest = made
         } catch {
             finish(error)

@@ -107,7 +107,14 @@ public struct TransportRequest: Sendable {
 
     /// The connections this request may use.
     public var connectionKey: ConnectionKey {
-        var key = ConnectionKey(origin: origin, proxy: proxy)
+        var key: ConnectionKey
+        if upgrades, let proxy {
+            // A protocol switch needs the connection end to end: through an HTTP proxy it goes
+            // in a CONNECT tunnel even for http, as browsers send ws: through one.
+            key = ConnectionKey(origin: origin, route: .tunnel(proxy))
+        } else {
+            key = ConnectionKey(origin: origin, proxy: proxy)
+        }
         key.http1Only = upgrades
         return key
     }

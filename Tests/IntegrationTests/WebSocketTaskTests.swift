@@ -271,4 +271,38 @@ struct WebSocketTaskTests {
         #expect(cookies.first == "given=1")
         #expect(cookies.last?.contains("socket=1") == true && cookies.last?.contains("given=1") == true)
     }
+
+    enum ProxyKind: String, CaseIterable, Sendable { case squid, socks }
+
+    @Test("ws: and wss: through the session's proxy: an HTTP proxy by a CONNECT tunnel (never forwarded), SOCKS5", arguments: ProxyKind.allCases)
+    func throughProxy(_ kind: ProxyKind) async throws {
+        let squid = try SquidServer.shared()
+        let socks = try SOCKSProxyServer.shared()
+        let dictionary: [AnyHashable: Any] = kind == .squid
+            ? TestProxies.http(squid.openPort)
+            : TestProxies.socks(socks.openPort)
+        let session = URLSession(configuration: .proxied(dictionary), delegate: nil, delegateQueue: nil)
+        defer { session.invalidateAndCancel() }
+        for url in [server.url("/echo"), server.tlsURL("/echo")] {
+            let task = session.webSocketTask(with: url)
+            task.resume()
+            try await task.send(.string("via \(kind)"))
+            guard case .string(let echoed) = try await task.receive() else {
+                Issue.record("a text message was expected")
+                return
+            }
+            #expect(echoed == "via \(kind)")
+            task.cancel(with: .normalClosure, reason: nil)
+            let port = url.port!
+            switch kind {
+            case .squid:
+                let tunnel = squid.waitForAccessEntry(timeout: 10) { $0.method == "CONNECT" && $0.url == "127.0.0.1:\(port)" }
+                #expect(tunnel?.status == 200, "squid's log: \(squid.accessLog())")
+            case .socks:
+                #expect(socks.destinations().contains { $0.contains(":\(port)") }, "\(socks.destinations())")
+            }
+        }
+        // Never forwarded: squid saw no GET for the WebSocket server.
+        #expect(!squid.accessEntries().contains { $0.method == "GET" && $0.url.contains(":\(server.port)/") })
+    }
 }
