@@ -14,14 +14,14 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
     typealias Receiver = @Sendable (Result<Message, any Error>) -> Void
     typealias Completion = @Sendable ((any Error)?) -> Void
 
-    private enum Phase {
+    enum Phase {
         case idle
         case connecting(HTTPExchange)
         case open(UpgradedConnection)
         case closed
     }
 
-    private struct State {
+    struct State {
         var phase = Phase.idle
         var maximumMessageSize = 1 << 20
         var protocols: [String] = []
@@ -42,6 +42,9 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
         var ended: (any Error)?
         var sentClose = false
         var readingPaused = false
+        /// A 401's challenges, kept until the handshake completes.
+        var challenges: [String] = []
+        var authentication = WebSocketAuthentication()
     }
 
     /// Unread messages above which the socket is not read (back-pressure), and below which
@@ -54,7 +57,7 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
     weak var task: URLSessionWebSocketTask?
     let session: URLSession
     let url: URL?
-    private let state = Mutex(State())
+    let state = Mutex(State())
     // Loop-confined: the codec.
     private var parser = WebSocketFrameParser(role: .client)
     private var reader = WebSocketMessageReader()
@@ -119,6 +122,11 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
             session.addCookies(to: &made, request: request)
             // A handshake carries no body to decode.
             made.head.fields.removeAll(named: "Accept-Encoding")
+            // The answer to the server's last challenge, when there was one.
+            if let authorization = state.withLock({ $0.authentication.authorization }) {
+                made.head.fields.removeAll(named: "Authorization")
+                made.head.fields.append(name: "Authorization", value: authorization)
+            }
             for field in handshake.requestFields {
                 made.head.fields.removeAll(named: field.name)
                 made.head.fields.append(name: field.name, value: field.value)
@@ -148,7 +156,10 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
         storeCookies(from: head)
         guard let url = task?.currentRequest?.url ?? url else { return }
         let response = HTTPURLResponse(url: url, head: head)
-        state.withLock { $0.refusal = response }
+        state.withLock { state in
+            state.refusal = response
+            state.challenges = head.status == 401 ? head.fields.values("WWW-Authenticate") : []
+        }
         task?.storage.withLock { $0.response = response }
     }
 
@@ -156,7 +167,8 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
 
     func exchange(_ exchange: HTTPExchange, didCompleteWithTrailers trailers: HTTPFields?, metrics: ExchangeMetrics) {
         let status = state.withLock { $0.refusal?.statusCode } ?? 0
-        finish(URLError.courier(.badServerResponse, "The server answered the WebSocket handshake with \(status), not 101.", url: url))
+        if status == 401, authenticate() { return }
+        finish(refusedHandshake(status))
     }
 
     func exchange(_ exchange: HTTPExchange, didFailWith error: TransportError, metrics: ExchangeMetrics) {
@@ -179,6 +191,7 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
             return
         }
         storeCookies(from: head)
+        rememberCredential()
         if let url { task?.storage.withLock { $0.response = HTTPURLResponse(url: url, head: head) } }
         let waiting = state.withLock { state -> [(WebSocketFrame, Completion?)]? in
             guard case .connecting = state.phase else { return nil }
@@ -433,7 +446,7 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
 
     /// Ends the task once: what waits fails, the task completes with `error` (nil after a clean
     /// close).
-    private func finish(_ error: URLError?) {
+    func finish(_ error: URLError?) {
         let ending = error ?? notConnected()
         let leftovers = state.withLock { state -> (receivers: [Receiver], pongs: [Completion], frames: [Completion])? in
             guard state.ended == nil else { return nil }

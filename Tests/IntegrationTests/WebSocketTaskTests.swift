@@ -305,4 +305,96 @@ struct WebSocketTaskTests {
         // Never forwarded: squid saw no GET for the WebSocket server.
         #expect(!squid.accessEntries().contains { $0.method == "GET" && $0.url.contains(":\(server.port)/") })
     }
+
+    /// Answers 401 challenges from a list, one credential (or disposition) per challenge, and
+    /// records what each challenge said.
+    final class ChallengeAnswerer: NSObject, URLSessionWebSocketDelegate, @unchecked Sendable {
+        let answers: Mutex<[(URLSession.AuthChallengeDisposition, URLCredential?)]>
+        let seen = Mutex<[(realm: String?, failures: Int, proposedUser: String?, onTask: Bool)]>([])
+
+        init(_ answers: [(URLSession.AuthChallengeDisposition, URLCredential?)]) {
+            self.answers = Mutex(answers)
+        }
+
+        func urlSession(
+            _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+            completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+        ) {
+            guard challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodHTTPBasic else {
+                completionHandler(.performDefaultHandling, nil)
+                return
+            }
+            seen.withLock {
+                $0.append((challenge.protectionSpace.realm, challenge.previousFailureCount, challenge.proposedCredential?.user, task is URLSessionWebSocketTask))
+            }
+            let answer = answers.withLock { $0.isEmpty ? (.cancelAuthenticationChallenge, nil) : $0.removeFirst() }
+            completionHandler(answer.0, answer.1)
+        }
+    }
+
+    private func echo(_ task: URLSessionWebSocketTask, _ text: String) async throws -> String? {
+        try await task.send(.string(text))
+        guard case .string(let echoed) = try await task.receive() else { return nil }
+        return echoed
+    }
+
+    @Test("a 401 to the handshake goes to the task's delegate; a wrong password is asked about again; the right one opens and is kept for the session")
+    func handshakeAuthentication() async throws {
+        let storage = URLCredentialStorage()
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCredentialStorage = storage
+        let answerer = ChallengeAnswerer([
+            (.useCredential, URLCredential(user: WebSocketEchoServer.user, password: "wrong", persistence: .none)),
+            (.useCredential, URLCredential(user: WebSocketEchoServer.user, password: WebSocketEchoServer.password, persistence: .forSession)),
+        ])
+        let session = URLSession(configuration: configuration, delegate: answerer, delegateQueue: nil)
+        defer { session.invalidateAndCancel() }
+        let task = session.webSocketTask(with: server.url("/auth"))
+        task.resume()
+        #expect(try await echo(task, "let me in") == "let me in")
+        let seen = answerer.seen.withLock { $0 }
+        #expect(seen.map(\.realm) == ["ws echo", "ws echo"])
+        #expect(seen.map(\.failures) == [0, 1])
+        #expect(seen.map(\.proposedUser) == [nil, WebSocketEchoServer.user])
+        #expect(seen.allSatisfy { $0.onTask })
+        task.cancel(with: .normalClosure, reason: nil)
+
+        // Kept for the session: default handling finds it in the storage.
+        let space = URLProtectionSpace(host: "127.0.0.1", port: server.port, protocol: "http", realm: "ws echo", authenticationMethod: NSURLAuthenticationMethodHTTPBasic)
+        #expect(storage.defaultCredential(for: space)?.password == WebSocketEchoServer.password)
+        let plain = URLSession(configuration: configuration)
+        defer { plain.invalidateAndCancel() }
+        let again = plain.webSocketTask(with: server.url("/auth"))
+        again.resume()
+        #expect(try await echo(again, "again") == "again")
+        again.cancel(with: .normalClosure, reason: nil)
+    }
+
+    @Test("the URL's user and password answer by default (and are kept for the session); with none, or a cancelled challenge, the handshake fails")
+    func handshakeAuthenticationDefaults() async throws {
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.invalidateAndCancel() }
+        var components = URLComponents(url: server.url("/auth"), resolvingAgainstBaseURL: false)!
+        components.user = WebSocketEchoServer.user
+        components.password = WebSocketEchoServer.password
+        let withUser = session.webSocketTask(with: components.url!)
+        withUser.resume()
+        #expect(try await echo(withUser, "from the URL") == "from the URL")
+        withUser.cancel(with: .normalClosure, reason: nil)
+
+        // A new session: the first kept the URL's credential in its storage.
+        let fresh = URLSession(configuration: .ephemeral)
+        defer { fresh.invalidateAndCancel() }
+        let without = fresh.webSocketTask(with: server.url("/auth"))
+        without.resume()
+        await #expect(throws: URLError.self) { _ = try await echo(without, "no") }
+        #expect((without.response as? HTTPURLResponse)?.statusCode == 401)
+
+        let cancelling = ChallengeAnswerer([(.cancelAuthenticationChallenge, nil)])
+        let asking = URLSession(configuration: .ephemeral, delegate: cancelling, delegateQueue: nil)
+        defer { asking.invalidateAndCancel() }
+        let cancelled = asking.webSocketTask(with: server.url("/auth"))
+        cancelled.resume()
+        await #expect { _ = try await echo(cancelled, "no") } throws: { ($0 as? URLError)?.code == .cancelled }
+    }
 }

@@ -30,12 +30,25 @@ public final class WebSocketEchoServer: Sendable {
     }
 
     public func url(_ path: String) -> URL { URL(string: "ws://127.0.0.1:\(port)\(path)")! }
+    /// The user and password `/auth` wants (Basic, realm "ws echo").
+    public static let user = "wsuser"
+    public static let password = "ws-secret"
     public func tlsURL(_ path: String) -> URL { URL(string: "wss://127.0.0.1:\(tlsPort)\(path)")! }
     public func uncompressedURL(_ path: String) -> URL { URL(string: "ws://127.0.0.1:\(uncompressedPort)\(path)")! }
 
     private static let program = """
-    import asyncio, ssl, sys
+    import asyncio, base64, ssl, sys
+    from http import HTTPStatus
     from websockets.asyncio.server import serve
+
+    # /auth wants Basic wsuser:ws-secret: without it, a 401 with a challenge.
+    EXPECTED = "Basic " + base64.b64encode(b"wsuser:ws-secret").decode()
+    def check(connection, request):
+        if request.path == "/auth" and request.headers.get("Authorization") != EXPECTED:
+            response = connection.respond(HTTPStatus.UNAUTHORIZED, "credentials, please\\n")
+            response.headers["WWW-Authenticate"] = 'Basic realm="ws echo"'
+            return response
+        return None
 
     async def handler(ws):
         path = ws.request.path
@@ -58,7 +71,7 @@ public final class WebSocketEchoServer: Sendable {
         context.load_cert_chain(cert, key)
         def choose(connection, offered):
             return next((name for name in offered if name in ("chat", "superchat")), None)
-        options = dict(select_subprotocol=choose, max_size=2 ** 24)
+        options = dict(select_subprotocol=choose, max_size=2 ** 24, process_request=check)
         async with serve(handler, "127.0.0.1", port, **options), serve(handler, "127.0.0.1", tls_port, ssl=context, **options), \\
                 serve(handler, "127.0.0.1", plain_port, compression=None, **options):
             await asyncio.get_running_loop().create_future()
