@@ -142,6 +142,9 @@ let package = Package(
         // The soak (scripts/soak.sh): one session, many requests, rate and memory per tenth.
         .executableTarget(name: "courier-soak", dependencies: ["Courier", "_CourierTestSupport"], path: "Tests/CourierSoak"),
         .executableTarget(name: "courier-store-writer", dependencies: ["Courier", "CourierPolicies"], path: "Tests/CourierStoreWriter"),
+        // The Autobahn WebSocket conformance client (scripts/autobahn.sh): echoes every case of
+        // `wstest -m fuzzingserver` through URLSessionWebSocketTask.
+        .executableTarget(name: "courier-autobahn", dependencies: ["Courier"], path: "Tests/CourierAutobahn"),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [

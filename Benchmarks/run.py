@@ -31,11 +31,14 @@ W1_SLOW_REQUESTS = 5000  # FoundationNetworking runs ~1k req/s: fewer requests, 
 W2_REQUESTS = 20000
 W4_CONNECTIONS = 1000
 SINK_PORT = 18090  # upload_sink.py, for U1
+WS_PORT = 18100  # ws_echo_server.py, for WS
+WS_ECHOES = 20000
+WS_BIG = 200
 GIB = 1 << 30
 MIB = 1 << 20
 W3R_CUT = 512 * MIB  # where W3R's download is cancelled for resume data
 # The workloads measured by volume: MB/s, and their ratio taken on it.
-BY_VOLUME = ("W3", "U1")
+BY_VOLUME = ("W3", "U1", "WS 1MiB")
 
 
 def version(*command):
@@ -143,6 +146,22 @@ def start_sink():
     raise SystemExit(f"upload_sink.py did not start on port {SINK_PORT}")
 
 
+def start_ws_server():
+    """The WS workloads' echo server, pinned beside nginx on CPU 0."""
+    process = subprocess.Popen(["taskset", "-c", "0", sys.executable, os.path.join(HERE, "ws_echo_server.py"), str(WS_PORT)],
+                               stdout=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", WS_PORT), timeout=1).close()
+            return process
+        except OSError:
+            if process.poll() is not None:
+                break
+            time.sleep(0.05)
+    process.kill()
+    raise SystemExit(f"ws_echo_server.py did not start on port {WS_PORT} (is the websockets package installed?)")
+
+
 def make_upload_file():
     """U1's 1 GiB file: real blocks (a file of holes is cheaper to read than one with data),
     flushed to disk before any upload so that no writeback runs under one. Deleted at the end."""
@@ -237,6 +256,13 @@ class Runner:
     def swift_client(self, binary, workload, url, argument, extra=None, env=None, binary_path=None):
         command = [binary_path or os.path.join(BIN, binary), workload, url, str(argument)] + ([str(extra)] if extra else [])
         stdout, cpu, rss, _ = self.run(command, env)
+        result = json.loads(stdout.strip().splitlines()[-1])
+        result.update(cpu=cpu, rss=rss)
+        return result
+
+    def python_client(self, script, workload, url, argument):
+        command = [sys.executable, os.path.join(HERE, script), workload, url, str(argument)]
+        stdout, cpu, rss, _ = self.run(command)
         result = json.loads(stdout.strip().splitlines()[-1])
         result.update(cpu=cpu, rss=rss)
         return result
@@ -367,6 +393,7 @@ def main():
     wanted = set(filter(None, options.clients.split(",")))
     current_round = [0]
     upload_server = None
+    ws_server = None
 
     def rec(key, client, measure, *arguments, **keywords):
         """Measures one client unless --clients leaves it out. With --baseline, a Courier
@@ -381,6 +408,8 @@ def main():
             runner.record((key, name), measure(*arguments, **arguments_by_name))
 
     try:
+        if "WS" in only:
+            ws_server = start_ws_server()
         if "U1" in only:
             upload_server = start_sink()
             upload = make_upload_file()
@@ -443,6 +472,11 @@ def main():
                 rec("W4 tls", "Go", runner.go_client, "w4", url, W4_CONNECTIONS, env=tls)
                 rec("W4 tls", "AsyncHTTPClient", runner.swift_client, "ahc-bench", "w4", url, W4_CONNECTIONS, env=tls)
                 rec("W4 tls", "curl", runner.curl_many, url, W4_CONNECTIONS)
+            if "WS" in only:
+                url = f"ws://127.0.0.1:{WS_PORT}/"
+                for key, mode, count in [("WS echo", "echo", WS_ECHOES), ("WS 1MiB", "big", WS_BIG)]:
+                    rec(key, "Courier", runner.swift_client, "courier-bench", f"ws-{mode}", url, count)
+                    rec(key, "websockets", runner.python_client, "ws_client.py", mode, url, count)
             if "CACHE" in only:
                 # A cache hit through URLSession.data(for:), next to the network round trip it saves.
                 url = base["h1"] + "/100.bin"
@@ -456,9 +490,10 @@ def main():
     finally:
         nginx.send_signal(signal.SIGQUIT)
         nginx.wait()
-        if upload_server is not None:
-            upload_server.terminate()
-            upload_server.wait()
+        for server in [upload_server, ws_server]:
+            if server is not None:
+                server.terminate()
+                server.wait()
         # No large file stays behind: U1's upload, and whatever an interrupted download left.
         for leftover in ["upload-1g.bin", "resumed.bin", "download.bin"]:
             remove(os.path.join(WORK, leftover))
@@ -466,7 +501,8 @@ def main():
     report(runner.samples, micro, options, time.monotonic() - began)
 
 
-REFERENCE = {"W1 h1": "wrk", "W1 tls-h1": "wrk", "W1 tls-h2": "h2load", "W2 h1": "wrk", "W2 tls-h2": "h2load"}
+REFERENCE = {"W1 h1": "wrk", "W1 tls-h1": "wrk", "W1 tls-h2": "h2load", "W2 h1": "wrk", "W2 tls-h2": "h2load",
+             "WS echo": "websockets", "WS 1MiB": "websockets"}
 
 
 def report(samples, micro, options, elapsed):
@@ -563,7 +599,10 @@ def markdown(document):
               "one GET each. U1: one 1 GiB PUT of a file on disk to a server that reads the whole body before it answers "
               "(Courier: uploadTask(with:fromFile:); curl -T). W3R: the 1 GiB download to a file, cancelled for resume data at "
               "512 MiB and resumed (Courier: cancel(byProducingResumeData:), downloadTask(withResumeData:); curl: -r 0-… then "
-              "-C -), MB/s over both parts and the pause between. × reference: against wrk (h1), h2load (h2) or curl "
+              "-C -), MB/s over both parts and the pause between. WS (--only WS): WebSocket round trips on one "
+              "connection to a Python websockets echo server on CPU 0 (permessage-deflate off), 20,000 of a 100-byte text "
+              "message and 200 of a 1 MiB binary one (MB/s: the payload one way); Courier: URLSessionWebSocketTask, "
+              "against the websockets package's own client. × reference: against wrk (h1), h2load (h2), websockets (WS) or curl "
               "(W3, W4, U1, W3R). courier-load is Courier's load "
               "generator on the transport; Courier is the public URLSession API."]
     return "\n".join(lines) + "\n"

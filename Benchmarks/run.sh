@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The benchmark comparison in one command: installs the peers when missing (nginx, wrk,
 # h2load, Go, curl, http-parser), builds the clients in release mode, and runs W1–W4, U1 and
-# W3R against nginx (U1: upload_sink.py) with Courier and its peers. Results go to
+# W3R against nginx (U1: upload_sink.py), and with --only WS the WebSocket echo (ws_echo_server.py),
+# with Courier and its peers. Results go to
 # Benchmarks/results/. Options are passed to run.py (--rounds N, --only W1,W3,U1,W3R, --quick).
 set -euo pipefail
 cd "$(dirname "$0")"
 ../scripts/lib/ensure-system.sh build
+# The WS workloads' server and peer client are the websockets package (PyPI), which the test
+# set-up installs.
+python3 -c 'import websockets.sync.client, websockets.asyncio.server' >/dev/null 2>&1 || ../scripts/lib/ensure-system.sh test
 need=()
 for tool in /usr/bin/time:time nginx:nginx wrk:wrk h2load:nghttp2-client go:golang-go curl:curl taskset:util-linux; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool##*:}")

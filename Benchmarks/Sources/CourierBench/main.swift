@@ -13,6 +13,9 @@
 //                                        answers with the number of body bytes it read)
 //   <client> w3r URL FILE [CUT]          one download to FILE, cancelled for resume data once
 //                                        CUT bytes are written (512 MiB), then resumed
+//   <client> ws-echo URL COUNT           COUNT sequential WebSocket round trips of a 100-byte
+//                                        text message (URLSessionWebSocketTask)
+//   <client> ws-big URL COUNT            the same with a 1 MiB binary message
 //
 // It prints one JSON object: requests, seconds (of the measured part), bytes, errors and, when
 // the malloc counter is preloaded, allocations.
@@ -290,6 +293,42 @@ case "hit":
     // Let a disk write land before measuring.
     try? await Task.sleep(for: .milliseconds(200))
     emit(await sequentialLoads(count) { try await caching.data(for: fromCache).0.count }.fields)
+case "ws-echo", "ws-big":
+    // One WebSocket task; each round trip is a send, then a receive of the echo.
+    let count = Int(arguments[3]) ?? 1000
+    let big = arguments[1] == "ws-big"
+    let message: URLSessionWebSocketTask.Message = big
+        ? .data(Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 2654435761 >> 13) }))
+        : .string(String(repeating: "x", count: 100))
+    let payload = big ? 1 << 20 : 100
+    let socket = session.webSocketTask(with: url)
+    socket.maximumMessageSize = 4 << 20
+    socket.resume()
+    var errors = 0
+    do {
+        try await socket.send(message)
+        _ = try await socket.receive()
+    } catch {
+        FileHandle.standardError.write(Data("ws: \(error)\n".utf8))
+        exit(3)
+    }
+    let start = ContinuousClock.now
+    for _ in 0..<count {
+        do {
+            try await socket.send(message)
+            switch try await socket.receive() {
+            case .data(let data): if !big || data.count != payload { errors += 1 }
+            case .string(let text): if big || text.utf8.count != payload { errors += 1 }
+            @unknown default: errors += 1
+            }
+        } catch {
+            errors += 1
+            break
+        }
+    }
+    let elapsed = ContinuousClock.now - start
+    socket.cancel(with: .normalClosure, reason: nil)
+    emit(["requests": count, "seconds": seconds(elapsed), "bytes": count * payload, "errors": errors])
 default:
     FileHandle.standardError.write(Data("unknown workload \(arguments[1])\n".utf8))
     exit(2)
