@@ -130,36 +130,30 @@ def start_nginx():
     raise SystemExit("nginx did not start; see " + os.path.join(WORK, "logs", "error.log"))
 
 
-def start_sink():
-    """U1's server, pinned beside nginx on CPU 0: it reads each body whole, then answers."""
-    process = subprocess.Popen(["taskset", "-c", "0", sys.executable, os.path.join(HERE, "upload_sink.py"), str(SINK_PORT)],
+def start_pinned_server(script, port):
+    """A Python server of ours, pinned beside nginx on CPU 0, once it accepts connections."""
+    process = subprocess.Popen(["taskset", "-c", "0", sys.executable, os.path.join(HERE, script), str(port)],
                                stdout=subprocess.DEVNULL)
     for _ in range(100):
         try:
-            socket.create_connection(("127.0.0.1", SINK_PORT), timeout=1).close()
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return process
         except OSError:
             if process.poll() is not None:
                 break
             time.sleep(0.05)
     process.kill()
-    raise SystemExit(f"upload_sink.py did not start on port {SINK_PORT}")
+    raise SystemExit(f"{script} did not start on port {port}")
+
+
+def start_sink():
+    """U1's server: it reads each body whole, then answers."""
+    return start_pinned_server("upload_sink.py", SINK_PORT)
 
 
 def start_ws_server():
-    """The WS workloads' echo server, pinned beside nginx on CPU 0."""
-    process = subprocess.Popen(["taskset", "-c", "0", sys.executable, os.path.join(HERE, "ws_echo_server.py"), str(WS_PORT)],
-                               stdout=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", WS_PORT), timeout=1).close()
-            return process
-        except OSError:
-            if process.poll() is not None:
-                break
-            time.sleep(0.05)
-    process.kill()
-    raise SystemExit(f"ws_echo_server.py did not start on port {WS_PORT} (is the websockets package installed?)")
+    """The WS workloads' echo server (it needs the websockets package)."""
+    return start_pinned_server("ws_echo_server.py", WS_PORT)
 
 
 def make_upload_file():

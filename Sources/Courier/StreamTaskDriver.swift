@@ -533,16 +533,7 @@ final class StreamTaskDriver: UpgradedConnectionHandler, ConnectionOwner, @unche
             if let error { Self.fail(operation, with: error) } else { Self.refuseAfterClose(operation) }
         }
         guard first, let task else { return }
-        task.storage.withLock { storage in
-            storage.state = .completed
-            storage.error = error
-        }
-        let session = self.session
-        let delegate = task.delegate ?? (session.delegate as? URLSessionTaskDelegate)
-        session.delegateQueue.addOperation {
-            delegate?.urlSession(session, task: task, didCompleteWithError: error)
-            session.taskCompleted(task)
-        }
+        task.reportCompletion(error)
     }
 }
 

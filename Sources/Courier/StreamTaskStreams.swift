@@ -8,10 +8,9 @@ import Synchronization
 final class StreamTaskInputStream: InputStream {
     private let driver: StreamTaskDriver
     private let events = StreamEventSchedule()
+    private let state = CapturedStreamState()
     private let lock = NSLock()
     // Guarded by `lock`.
-    private var status = Stream.Status.notOpen
-    private var error: (any Error)?
     private var wantsBytesEvent = true
     private var endPending = false
 
@@ -23,23 +22,18 @@ final class StreamTaskInputStream: InputStream {
     deinit { driver.streamsReleased() }
 
     override func open() {
-        let opened = lock.withLock { () -> Bool in
-            guard status == .notOpen else { return false }
-            status = .open
-            return true
-        }
-        guard opened else { return }
+        guard state.open() else { return }
         post(.openCompleted)
         if hasBytesAvailable { postBytesAvailable() }
     }
 
     override func close() {
-        lock.withLock { status = .closed }
+        _ = state.close()
         driver.enqueue(.closeRead, fromStreams: true)
     }
 
-    override var streamStatus: Stream.Status { lock.withLock { status } }
-    override var streamError: (any Error)? { lock.withLock { error } }
+    override var streamStatus: Stream.Status { state.status }
+    override var streamError: (any Error)? { state.error }
 
     override var hasBytesAvailable: Bool {
         driver.availableBytes.load(ordering: .relaxed) > 0 || driver.sawEndOfStream.load(ordering: .relaxed)
@@ -62,10 +56,10 @@ final class StreamTaskInputStream: InputStream {
         switch outcome.withLock({ $0 }) {
         case .success(let (data, atEnd)):
             data.copyBytes(to: buffer, count: data.count)
+            if data.isEmpty { state.reachEnd() }
             let postEnd = lock.withLock { () -> Bool in
                 wantsBytesEvent = true
                 if data.isEmpty || (atEnd && endPending) {
-                    if data.isEmpty { status = .atEnd }
                     defer { endPending = false }
                     return endPending || data.isEmpty
                 }
@@ -78,10 +72,7 @@ final class StreamTaskInputStream: InputStream {
             }
             return data.count
         case .failure(let failure):
-            lock.withLock {
-                status = .error
-                error = failure
-            }
+            _ = state.fail(failure)
             return -1
         case nil:
             return -1
@@ -106,29 +97,25 @@ final class StreamTaskInputStream: InputStream {
 
     /// The peer's end of stream: told once what came before it has been read.
     func endArrived() {
+        let open = state.status == .open
         let now = lock.withLock { () -> Bool in
             guard driver.availableBytes.load(ordering: .relaxed) == 0 else {
                 endPending = true
                 return false
             }
-            return status == .open
+            return open
         }
         if now { post(.endEncountered) } else { postBytesAvailable() }
     }
 
     func connectionEnded(_ failure: any Error) {
-        let wasOpen = lock.withLock { () -> Bool in
-            guard status == .open || status == .notOpen else { return false }
-            status = .error
-            error = failure
-            return true
-        }
-        if wasOpen { post(.errorOccurred) }
+        if state.fail(failure) { post(.errorOccurred) }
     }
 
     private func postBytesAvailable() {
+        let open = state.status == .open
         let post = lock.withLock { () -> Bool in
-            guard status == .open, wantsBytesEvent else { return false }
+            guard open, wantsBytesEvent else { return false }
             wantsBytesEvent = false
             return true
         }
@@ -146,10 +133,7 @@ final class StreamTaskInputStream: InputStream {
 final class StreamTaskOutputStream: OutputStream {
     private let driver: StreamTaskDriver?
     private let events = StreamEventSchedule()
-    private let lock = NSLock()
-    // Guarded by `lock`.
-    private var status = Stream.Status.notOpen
-    private var error: (any Error)?
+    private let state = CapturedStreamState()
 
     /// The most a single `write` takes.
     static let chunk = 64 << 10
@@ -167,34 +151,25 @@ final class StreamTaskOutputStream: OutputStream {
 
     deinit {
         if let driver {
-            if lock.withLock({ status == .open }) { driver.enqueue(.closeWrite, fromStreams: true) }
+            if state.status == .open { driver.enqueue(.closeWrite, fromStreams: true) }
             driver.streamsReleased()
         }
     }
 
     override func open() {
         guard driver != nil else { return super.open() }
-        let opened = lock.withLock { () -> Bool in
-            guard status == .notOpen else { return false }
-            status = .open
-            return true
-        }
-        guard opened else { return }
+        guard state.open() else { return }
         post(.openCompleted)
         post(.hasSpaceAvailable)
     }
 
     override func close() {
         guard let driver else { return super.close() }
-        let wasOpen = lock.withLock { () -> Bool in
-            defer { status = .closed }
-            return status == .open
-        }
-        if wasOpen { driver.enqueue(.closeWrite, fromStreams: true) }
+        if state.close() { driver.enqueue(.closeWrite, fromStreams: true) }
     }
 
-    override var streamStatus: Stream.Status { driver == nil ? super.streamStatus : lock.withLock { status } }
-    override var streamError: (any Error)? { driver == nil ? super.streamError : lock.withLock { error } }
+    override var streamStatus: Stream.Status { driver == nil ? super.streamStatus : state.status }
+    override var streamError: (any Error)? { driver == nil ? super.streamError : state.error }
     override var hasSpaceAvailable: Bool { driver == nil ? super.hasSpaceAvailable : streamStatus == .open }
 
     override func write(_ buffer: UnsafePointer<UInt8>, maxLength length: Int) -> Int {
@@ -210,11 +185,7 @@ final class StreamTaskOutputStream: OutputStream {
         }, fromStreams: true)
         done.wait()
         if case .some(.some(let failure)) = outcome.withLock({ $0 }) {
-            lock.withLock {
-                status = .error
-                error = failure
-            }
-            post(.errorOccurred)
+            if state.fail(failure) { post(.errorOccurred) }
             return -1
         }
         post(.hasSpaceAvailable)
@@ -237,13 +208,7 @@ final class StreamTaskOutputStream: OutputStream {
     }
 
     func connectionEnded(_ failure: any Error) {
-        let wasOpen = lock.withLock { () -> Bool in
-            guard status == .open || status == .notOpen else { return false }
-            status = .error
-            error = failure
-            return true
-        }
-        if wasOpen { post(.errorOccurred) }
+        if state.fail(failure) { post(.errorOccurred) }
     }
 
     private func post(_ event: Stream.Event) {
@@ -255,4 +220,46 @@ final class StreamTaskOutputStream: OutputStream {
 /// A stream looked at again from a run loop, to see whether it was closed meanwhile.
 private struct WeakStream: @unchecked Sendable {
     weak var stream: Stream?
+}
+
+/// The status and error of a captured stream, for any thread.
+private final class CapturedStreamState: @unchecked Sendable {
+    private let lock = NSLock()
+    // Guarded by `lock`.
+    private var current = Stream.Status.notOpen
+    private var failure: (any Error)?
+
+    var status: Stream.Status { lock.withLock { current } }
+    var error: (any Error)? { lock.withLock { failure } }
+
+    /// Not open → open; false when it was anything else.
+    func open() -> Bool {
+        lock.withLock {
+            guard current == .notOpen else { return false }
+            current = .open
+            return true
+        }
+    }
+
+    /// → closed; true when it was open.
+    func close() -> Bool {
+        lock.withLock {
+            defer { current = .closed }
+            return current == .open
+        }
+    }
+
+    func reachEnd() {
+        lock.withLock { if current == .open { current = .atEnd } }
+    }
+
+    /// Not open or open → error; false when it had ended otherwise (the error is not news).
+    func fail(_ error: any Error) -> Bool {
+        lock.withLock {
+            guard current == .open || current == .notOpen else { return false }
+            current = .error
+            failure = error
+            return true
+        }
+    }
 }

@@ -17,13 +17,7 @@ open class URLSessionStreamTask: URLSessionTask, @unchecked Sendable {
     var streamDriver: StreamTaskDriver!
 
     open override func resume() {
-        let start = storage.withLock { storage -> Bool in
-            guard storage.state == .suspended, !storage.started else { return false }
-            storage.state = .running
-            storage.started = true
-            return true
-        }
-        if start { streamDriver.open() }
+        if markStarted() { streamDriver.open() }
     }
 
     /// A stream task cannot be suspended once started; before, it simply waits for `resume()`.

@@ -186,6 +186,33 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
         if markCanceling() { driver.cancel() }
     }
 
+    /// Moves a task that was never started to `.running`; false when it had started (or
+    /// ended). For the tasks that run as soon as they are resumed and cannot be suspended.
+    func markStarted() -> Bool {
+        storage.withLock { storage -> Bool in
+            guard storage.state == .suspended, !storage.started else { return false }
+            storage.state = .running
+            storage.started = true
+            return true
+        }
+    }
+
+    /// Completes the task with `error` for a driver of its own (WebSocket, stream): the state
+    /// and error first, then `didCompleteWithError` on the delegate queue, after which the
+    /// session lets the task go.
+    func reportCompletion(_ error: (any Error)?) {
+        storage.withLock { storage in
+            storage.state = .completed
+            storage.error = error
+        }
+        let session = self.session
+        let delegate = self.delegate ?? (session.delegate as? URLSessionTaskDelegate)
+        session.delegateQueue.addOperation {
+            delegate?.urlSession(session, task: self, didCompleteWithError: error)
+            session.taskCompleted(self)
+        }
+    }
+
     /// Moves a running or suspended task to `.canceling`; false when it was already ending.
     func markCanceling() -> Bool {
         storage.withLock { storage -> Bool in

@@ -55,13 +55,7 @@ open class URLSessionWebSocketTask: URLSessionTask, @unchecked Sendable {
 
     /// Opens the connection (the first call); a WebSocket task cannot be suspended.
     open override func resume() {
-        let start = storage.withLock { storage -> Bool in
-            guard storage.state == .suspended, !storage.started else { return false }
-            storage.state = .running
-            storage.started = true
-            return true
-        }
-        if start { socket.open() }
+        if markStarted() { socket.open() }
     }
 
     /// Suspending a WebSocket task does nothing, as on Apple platforms: its messages are

@@ -462,16 +462,7 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
         guard let leftovers, let task else { return }
         for receiver in leftovers.receivers { session.delegateQueue.addOperation { receiver(.failure(ending)) } }
         for handler in leftovers.pongs + leftovers.frames { deliver(handler, ending) }
-        task.storage.withLock { storage in
-            storage.state = .completed
-            storage.error = error
-        }
-        let session = self.session
-        let delegate = task.delegate ?? (session.delegate as? URLSessionTaskDelegate)
-        session.delegateQueue.addOperation {
-            delegate?.urlSession(session, task: task, didCompleteWithError: error)
-            session.taskCompleted(task)
-        }
+        task.reportCompletion(error)
     }
 
     private func deliver(_ completion: @escaping Completion, _ error: (any Error)?) {
