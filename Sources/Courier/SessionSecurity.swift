@@ -38,7 +38,7 @@ final class SessionSecurity: ConnectionSecurityDelegate, @unchecked Sendable {
             realm: nil, authenticationMethod: NSURLAuthenticationMethodServerTrust
         )
         space.serverTrust = trust
-        let task = (request.exchange?.delegate as? TaskDriver)?.task ?? (request.owner as? StreamTaskDriver)?.task
+        let task = Self.task(exchangeDelegate: request.exchange?.delegate, owner: request.owner)
         ChallengeRouter.route(space, session: session, task: task) { disposition, credential in
             switch disposition {
             case .useCredential:
@@ -70,7 +70,7 @@ final class SessionSecurity: ConnectionSecurityDelegate, @unchecked Sendable {
             realm: nil, authenticationMethod: NSURLAuthenticationMethodClientCertificate
         )
         space.distinguishedNames = request.acceptableIssuers.isEmpty ? nil : request.acceptableIssuers.map { Data($0) }
-        let task = (request.exchange?.delegate as? TaskDriver)?.task ?? (request.owner as? StreamTaskDriver)?.task
+        let task = Self.task(exchangeDelegate: request.exchange?.delegate, owner: request.owner)
         ChallengeRouter.route(space, session: session, task: task) { disposition, credential in
             switch disposition {
             case .useCredential:
@@ -88,6 +88,16 @@ final class SessionSecurity: ConnectionSecurityDelegate, @unchecked Sendable {
                 completion(.cancel)
             }
         }
+    }
+}
+
+/// The task a connection's TLS challenge is raised on: the one whose exchange (a data, upload
+/// or download task's, or a WebSocket handshake) or whose own connection (a stream task's) it is.
+extension SessionSecurity {
+    static func task(exchangeDelegate: (any HTTPExchangeDelegate)?, owner: (any ConnectionOwner)?) -> URLSessionTask? {
+        if let driver = exchangeDelegate as? TaskDriver { return driver.task }
+        if let socket = exchangeDelegate as? WebSocketDriver { return socket.task }
+        return (owner as? StreamTaskDriver)?.task
     }
 }
 

@@ -179,6 +179,13 @@ public final class StreamChannel: IOEventHandler {
     public func handleIOEvents(_ events: IOEvents) {
         guard isOpen else { return }
         if events.contains(.error) {
+            // A reset does not take back what had arrived before it: an answer sent just
+            // before the peer reset (a 413 to a body it would not read) is read first, and the
+            // read that reaches the reset reports it.
+            if !readingPaused && !peerClosed && (events.contains(.readable) || events.contains(.readHangup) || events.contains(.hangup)) {
+                readAvailable()
+                guard isOpen else { return }
+            }
             let code = Posix.pendingError(fd)
             fail(SystemError(events.contains(.writable) ? "send" : "recv", code: code == 0 ? ECONNRESET : code))
             return

@@ -397,4 +397,32 @@ struct WebSocketTaskTests {
         cancelled.resume()
         await #expect { _ = try await echo(cancelled, "no") } throws: { ($0 as? URLError)?.code == .cancelled }
     }
+
+    /// Records server-trust challenges and leaves them to default handling.
+    final class TrustRecorder: NSObject, URLSessionWebSocketDelegate, @unchecked Sendable {
+        let seen = Mutex<[String]>([])
+
+        func urlSession(
+            _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+            completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+        ) {
+            if challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodServerTrust {
+                seen.withLock { $0.append("\(task is URLSessionWebSocketTask) \(challenge.protectionSpace.host)") }
+            }
+            completionHandler(.performDefaultHandling, nil)
+        }
+    }
+
+    @Test("wss: the server-trust challenge is raised on the WebSocket task, for its delegate")
+    func trustChallengeOnTask() async throws {
+        let recorder = TrustRecorder()
+        let session = URLSession(configuration: .ephemeral, delegate: recorder, delegateQueue: nil)
+        defer { session.invalidateAndCancel() }
+        let task = session.webSocketTask(with: server.tlsURL("/echo"))
+        task.resume()
+        try await task.send(.string("trust"))
+        _ = try await task.receive()
+        #expect(recorder.seen.withLock { $0 } == ["true 127.0.0.1"])
+        task.cancel(with: .normalClosure, reason: nil)
+    }
 }
