@@ -11,6 +11,7 @@
 #   scripts/autobahn.sh --cases "1.*,2.*"    # only these (Autobahn's id patterns, comma-separated)
 #   scripts/autobahn.sh --skip-deflate       # leave out 12.* and 13.* (301 cases, under a minute)
 #   scripts/autobahn.sh --build              # rebuild courier-autobahn first (else built only when missing)
+#   scripts/autobahn.sh --debug              # the debug build of courier-autobahn (the test command's)
 #   scripts/autobahn.sh --timeout 300        # seconds before the client gives up on a case (120)
 #
 # Nearly all the time goes to the 216 permessage-deflate cases: each sends 1000 messages (of up
@@ -36,6 +37,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 patterns="*"
 skip_deflate=0
 rebuild=0
+configuration=release
 timeout=120
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,6 +45,7 @@ while [ $# -gt 0 ]; do
     --cases=*) patterns="${1#--cases=}"; shift ;;
     --skip-deflate) skip_deflate=1; shift ;;
     --build) rebuild=1; shift ;;
+    --debug) configuration=debug; shift ;;
     --timeout) timeout="${2:?--timeout needs seconds}"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "autobahn.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -175,12 +178,12 @@ ensure_client() {
     [ -x "$client" ] || { echo "autobahn.sh: COURIER_AUTOBAHN_CLIENT=$client is not an executable" >&2; exit 1; }
     return
   fi
-  # The path SwiftPM links the release build to (asking SwiftPM would wait for any build under way).
-  client="$root/.build/release/courier-autobahn"
+  # The path SwiftPM links the build to (asking SwiftPM would wait for any build under way).
+  client="$root/.build/$configuration/courier-autobahn"
   if [ "$rebuild" = 1 ] || [ ! -x "$client" ]; then
     scripts/lib/ensure-system.sh build >/dev/null
-    echo "Building courier-autobahn (release)"
-    swift build -c release --product courier-autobahn
+    echo "Building courier-autobahn ($configuration)"
+    swift build -c "$configuration" --product courier-autobahn
   fi
 }
 

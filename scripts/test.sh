@@ -137,6 +137,9 @@ else
   # A short soak, counted as one test: every task completes exactly once, no download file is
   # left (scripts/soak.sh runs the long one).
   run_step soak one scripts/soak.sh --debug --requests 10000
+  # Autobahn's WebSocket conformance cases outside permessage-deflate (301, about a minute),
+  # counted as one test: none FAILED (scripts/autobahn.sh alone runs all 517).
+  run_step autobahn one scripts/autobahn.sh --debug --skip-deflate
   # Parity with FoundationNetworking's public API, counted as one test: every public
   # declaration there has its counterpart here.
   run_step api-parity one scripts/api-parity.sh

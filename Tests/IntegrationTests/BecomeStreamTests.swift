@@ -60,14 +60,15 @@ struct BecomeStreamTests {
     func becomeStream() async throws {
         let serverSaw = Mutex<[String]>([])
         let server = try ScriptedServer { connection in
-            guard let request = connection.readRequest() else { return }
+            guard let request = connection.readRequest(timeout: 60) else { return }
             serverSaw.withLock { $0.append("\(request.method) \(request.target)") }
             // The head and the first bytes of the new protocol in one write.
             connection.write("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nWELCOME\n")
-            let ping = connection.readAvailable()
+            // Generous waits: under the whole suite's load the client's next step can take seconds.
+            let ping = connection.readAvailable(timeout: 60)
             serverSaw.withLock { $0.append(String(decoding: ping, as: UTF8.self)) }
             connection.write("PONG\n")
-            serverSaw.withLock { $0.append(String(decoding: connection.readToEOF(), as: UTF8.self)) }
+            serverSaw.withLock { $0.append(String(decoding: connection.readToEOF(timeout: 60), as: UTF8.self)) }
             connection.write("BYE\n")
             connection.close()
         }
