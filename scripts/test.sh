@@ -15,29 +15,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-run_dir="$PWD/.test-run/$(date +%s)-$$"
-mkdir -p "$run_dir"
-export COURIER_TEST_RUN_DIR="$run_dir"
-# Stores that persist (credentials, later cookies and the cache) live under the XDG data and
-# cache homes: the tests get their own, never the user's.
-export XDG_DATA_HOME="$run_dir/xdg-data" XDG_CACHE_HOME="$run_dir/xdg-cache"
+. scripts/lib/test-run.sh
 passed=0
 failed=0
-
-stop_leftovers() {
-  find "$run_dir" -name server.pid 2>/dev/null | while read -r pidfile; do
-    pid=$(cat "$pidfile")
-    if kill -0 "$pid" 2>/dev/null; then
-      kill "$pid" 2>/dev/null || true
-      sleep 0.2
-      kill -9 "$pid" 2>/dev/null || true
-    fi
-  done
-  # A killed squid leaves its shared-memory segments behind.
-  find "$run_dir" -name shm.name 2>/dev/null | while read -r namefile; do
-    rm -f /dev/shm/"$(cat "$namefile")"-* 2>/dev/null || true
-  done
-}
 
 finish() {
   local status=$?

@@ -35,8 +35,12 @@ public final class SystemPublicSuffixes: PublicSuffixes, @unchecked Sendable {
     /// domain name).
     public func registrableDomain(_ host: String) -> String? {
         if CookieJar.isIPAddress(host) { return host }
-        guard let context, let result = psl_registrable_domain(context, host) else { return nil }
-        return String(cString: result)
+        guard let context else { return nil }
+        // libpsl answers with a pointer into the string it was given: read it while that string
+        // is still alive (a String passed directly is a temporary copy, freed on return).
+        return host.withCString { name in
+            psl_registrable_domain(context, name).map { String(cString: $0) }
+        }
     }
 }
 

@@ -249,7 +249,9 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
 
     func channel(_ channel: StreamChannel, didFail error: SystemError) {
         if completion != nil {
-            finishHandshake(.failure(.connect(.connect(error))))
+            // TCP was up: a reset now ends the TLS handshake, not the connect (Apple reports a
+            // close in the handshake as secureConnectionFailed too).
+            finishHandshake(.failure(.closedDuringHandshake))
             return
         }
         phase = .closed

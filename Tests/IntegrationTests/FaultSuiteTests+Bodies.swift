@@ -54,7 +54,7 @@ extension FaultSuiteTests {
         #expect(String(decoding: first, as: UTF8.self) == "hello", "the declared 5 bytes, no more")
         // Bytes the client did not ask for could be taken for the next response: it closes the
         // connection on its own, whether they came with the response or while it was idle.
-        let retired = await pollUntil(timeout: .seconds(3)) { log.closes == 1 }
+        let retired = await pollUntil(timeout: .seconds(30)) { log.closes == 1 }
         #expect(retired, "the client closed the connection that carried the extra bytes")
         let (second, _) = try await session.data(from: server.url("/two"))
         #expect(String(decoding: second, as: UTF8.self) == "fresh", "the extra bytes were never taken as a response")
@@ -78,7 +78,7 @@ extension FaultSuiteTests {
         let (data, response) = try await session.data(from: server.url("/early"))
         #expect(String(decoding: data, as: UTF8.self) == "early")
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
-        let sent = await pollUntil(timeout: .seconds(3)) { log.has("GET /early") }
+        let sent = await pollUntil(timeout: .seconds(30)) { log.has("GET /early") }
         #expect(sent, "the server read the request after its early response")
         #expect(server.connectionCount == 1)
         await expectNoLeaks(session, server, log: log, closes: 1)

@@ -89,7 +89,7 @@ struct FaultSuiteTests {
         let (first, _) = try await session.data(from: server.url("/one"))
         #expect(String(decoding: first, as: UTF8.self) == "first")
         if fault != .resetOnNextRequest {
-            let noticed = await pollUntil(timeout: .seconds(3)) { openClientSockets(toPort: server.port) == 0 }
+            let noticed = await pollUntil(timeout: .seconds(30)) { openClientSockets(toPort: server.port) == 0 }
             #expect(noticed, "the client closed the idle connection the server dropped")
         }
         // Dropped while idle, the connection left the pool; dropped under the GET before any
@@ -350,7 +350,7 @@ final class PeerLog: Sendable {
     /// pass; true, and counted, when it closed. The client sends nothing after its request, so
     /// a read that ends before its deadline ended at end of stream or at a reset.
     @discardableResult
-    func awaitClientClose(_ connection: ScriptedConnection, within seconds: TimeInterval = 5) -> Bool {
+    func awaitClientClose(_ connection: ScriptedConnection, within seconds: TimeInterval = 60) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         connection.readToEOF(timeout: seconds)
         guard Date() < deadline.addingTimeInterval(-0.05) else { return false }
@@ -383,10 +383,10 @@ func expectNoLeaks(
     }
     #expect(live == 0, "the session still lists \(live) task(s) after they completed", sourceLocation: sourceLocation)
     session.invalidateAndCancel()
-    let closed = await pollUntil(timeout: .seconds(3)) { openClientSockets(toPort: server.port) == 0 }
+    let closed = await pollUntil(timeout: .seconds(30)) { openClientSockets(toPort: server.port) == 0 }
     #expect(closed, "\(openClientSockets(toPort: server.port)) socket(s) to the server still open after invalidateAndCancel", sourceLocation: sourceLocation)
     guard let log else { return }
-    _ = await pollUntil(timeout: .seconds(6)) { log.closes >= closes }
+    _ = await pollUntil(timeout: .seconds(30)) { log.closes >= closes }
     #expect(log.closes == closes, "the server saw the client close \(log.closes) connection(s)", sourceLocation: sourceLocation)
 }
 

@@ -1,0 +1,23 @@
+# Sourced by the test command and scripts/sanitize.sh: a run directory for the test servers'
+# files (COURIER_TEST_RUN_DIR, which the test support reads, and the XDG directories the
+# default session's stores use: the tests get their own stores, never the user's), and the
+# clean-up of servers a killed run left.
+run_dir="$PWD/.test-run/$(date +%s)-$$"
+mkdir -p "$run_dir"
+export COURIER_TEST_RUN_DIR="$run_dir"
+export XDG_DATA_HOME="$run_dir/xdg-data" XDG_CACHE_HOME="$run_dir/xdg-cache"
+
+stop_leftovers() {
+  find "$run_dir" -name server.pid 2>/dev/null | while read -r pidfile; do
+    pid=$(cat "$pidfile")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      sleep 0.2
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+  done
+  # A killed squid leaves its shared-memory segments behind.
+  find "$run_dir" -name shm.name 2>/dev/null | while read -r namefile; do
+    rm -f /dev/shm/"$(cat "$namefile")"-* 2>/dev/null || true
+  done
+}
