@@ -427,7 +427,8 @@ struct ChannelFixture: Sendable {
             body.withUnsafeBytes { channel.write($0) }
             return channel.pendingWriteBytes
         }
-        let received = await RawSocket.receive(fixture.peer.fd, count: body.count, timeout: .seconds(10))
+        // Generous: under a sanitizer and the whole suite's load 4 MiB can take many seconds.
+        let received = await RawSocket.receive(fixture.peer.fd, count: body.count, timeout: .seconds(60))
         #expect(
             received.count == body.count,
             "the peer got \(received.count) of \(body.count) bytes; \(pending) were queued after the write"
