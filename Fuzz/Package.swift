@@ -39,6 +39,11 @@ let package = Package(
             path: "Sources/FuzzHTTP2Frames"
         ),
         .executableTarget(
+            name: "fuzz-data-url",
+            dependencies: [.product(name: "CourierPolicies", package: courier)],
+            path: "Sources/FuzzDataURL"
+        ),
+        .executableTarget(
             name: "fuzz-redirect-location",
             dependencies: [.product(name: "CourierPolicies", package: courier)],
             path: "Sources/FuzzRedirectLocation"

@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-all=(http1-response http1-chunked request-encoding url-request http2-frames tls-records redirect-location content-decoding auth-challenge set-cookie cache-headers socks-reply multipart-replace websocket-frames)
+all=(http1-response http1-chunked request-encoding url-request http2-frames tls-records redirect-location content-decoding auth-challenge set-cookie cache-headers socks-reply multipart-replace websocket-frames data-url)
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
 swift build -c release --sanitize=fuzzer --sanitize=address \
