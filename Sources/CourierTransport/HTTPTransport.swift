@@ -199,7 +199,11 @@ public final class HTTPTransport: Sendable {
                 poolConfiguration.mayNegotiateHTTP2 = key.origin.scheme == .https
                     ? configuration.tls.applicationProtocols.contains("h2") : configuration.http2PriorKnowledge
             }
-            let driver = PoolDriver(key: key, configuration: poolConfiguration, environment: environment)
+            let driver = PoolDriver(key: key, configuration: poolConfiguration, environment: environment) { [weak self] exchange in
+                // This transport is the pool's owner: gone, nothing can carry the exchange.
+                guard let self else { return exchange.fail(.shutDown) }
+                self.start(exchange)
+            }
             pools[key] = driver
             return driver
         }

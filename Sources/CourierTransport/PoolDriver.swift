@@ -22,16 +22,26 @@ final class PoolDriver: Sendable {
         /// generation is no longer current does nothing.
         var waitTimer: (at: ContinuousClock.Instant, generation: Int)?
         var waitTimerGeneration = 0
+        /// ``retire()`` ran: an exchange that reaches this pool now (its caller found the pool
+        /// just before the transport let it go) goes to a new pool instead.
+        var retired = false
     }
 
     let key: ConnectionKey
     let environment: TransportEnvironment
     /// The machine and what its identifiers stand for; guarded by the mutex.
     private let state: Mutex<State>
+    /// Starts an exchange on the transport's current pool for its key: where one submitted to
+    /// this pool after it retired goes.
+    private let restart: @Sendable (HTTPExchange) -> Void
 
-    init(key: ConnectionKey, configuration: PoolConfiguration, environment: TransportEnvironment) {
+    init(
+        key: ConnectionKey, configuration: PoolConfiguration, environment: TransportEnvironment,
+        restart: @escaping @Sendable (HTTPExchange) -> Void
+    ) {
         self.key = key
         self.environment = environment
+        self.restart = restart
         self.state = Mutex(State(machine: Machine(configuration: configuration)))
     }
 
@@ -49,7 +59,12 @@ final class PoolDriver: Sendable {
     /// when its idle timeout or deadline passes fails as timed out.
     func submit(_ exchange: HTTPExchange, requiresNewConnection: Bool = false) {
         var waitTimer: (at: ContinuousClock.Instant, generation: Int)?
+        var retired = false
         let actions = state.withLock { state -> [Action]? in
+            if state.retired {
+                retired = true
+                return []
+            }
             let id = PoolRequestID(state.nextRequestID)
             state.nextRequestID += 1
             let cancelled = exchange.state.withLock { exchangeState -> Bool in
@@ -73,6 +88,10 @@ final class PoolDriver: Sendable {
                 }
             }
             return actions
+        }
+        if retired {
+            restart(exchange)
+            return
         }
         guard let actions else {
             exchange.fail(.cancelled)
@@ -177,6 +196,7 @@ final class PoolDriver: Sendable {
     func retire() -> [HTTPExchange] {
         var waiting: [HTTPExchange] = []
         let actions = state.withLock { state -> [Action] in
+            state.retired = true
             waiting = state.exchanges.sorted { $0.key < $1.key }.map(\.value)
             state.exchanges.removeAll()
             state.waitDeadlines.removeAll()

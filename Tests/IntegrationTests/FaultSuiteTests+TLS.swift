@@ -391,19 +391,3 @@ func expectURLError(
         Issue.record("expected URLError \(code), got \(error)", sourceLocation: sourceLocation)
     }
 }
-
-/// ``expectNoLeaks(_:_:log:closes:sourceLocation:)`` for a server that is not a scripted one
-/// (`openssl s_server`): the session lists no task, and once it is invalidated no socket of
-/// this process to `port` is open.
-func expectNoLeaks(_ session: URLSession, port: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
-    var live = -1
-    for _ in 0..<100 {
-        live = await liveTaskCount(session)
-        if live == 0 { break }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    #expect(live == 0, "the session still lists \(live) task(s) after they completed", sourceLocation: sourceLocation)
-    session.invalidateAndCancel()
-    let closed = await pollUntil(timeout: .seconds(30)) { openClientSockets(toPort: port) == 0 }
-    #expect(closed, "\(openClientSockets(toPort: port)) socket(s) to the server still open after invalidateAndCancel", sourceLocation: sourceLocation)
-}

@@ -375,6 +375,16 @@ func expectNoLeaks(
     _ session: URLSession, _ server: ScriptedServer, log: PeerLog? = nil, closes: Int = 0,
     sourceLocation: SourceLocation = #_sourceLocation
 ) async {
+    await expectNoLeaks(session, port: server.port, sourceLocation: sourceLocation)
+    guard let log else { return }
+    _ = await pollUntil(timeout: .seconds(30)) { log.closes >= closes }
+    #expect(log.closes == closes, "the server saw the client close \(log.closes) connection(s)", sourceLocation: sourceLocation)
+}
+
+/// The checks every scenario ends with, for any server (a scripted one, or `openssl s_server`):
+/// the session lists no task, and once it is invalidated no socket of this process to `port`
+/// is open.
+func expectNoLeaks(_ session: URLSession, port: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
     var live = -1
     for _ in 0..<100 {
         live = await liveTaskCount(session)
@@ -383,11 +393,8 @@ func expectNoLeaks(
     }
     #expect(live == 0, "the session still lists \(live) task(s) after they completed", sourceLocation: sourceLocation)
     session.invalidateAndCancel()
-    let closed = await pollUntil(timeout: .seconds(30)) { openClientSockets(toPort: server.port) == 0 }
-    #expect(closed, "\(openClientSockets(toPort: server.port)) socket(s) to the server still open after invalidateAndCancel", sourceLocation: sourceLocation)
-    guard let log else { return }
-    _ = await pollUntil(timeout: .seconds(30)) { log.closes >= closes }
-    #expect(log.closes == closes, "the server saw the client close \(log.closes) connection(s)", sourceLocation: sourceLocation)
+    let closed = await pollUntil(timeout: .seconds(30)) { openClientSockets(toPort: port) == 0 }
+    #expect(closed, "\(openClientSockets(toPort: port)) socket(s) to the server still open after invalidateAndCancel", sourceLocation: sourceLocation)
 }
 
 /// Sockets this process holds open to 127.0.0.1:`port`: the TCP table entries whose remote end

@@ -594,16 +594,7 @@ public final class H2FaultServer: Sendable {
         self.port = port
         self.directory = directory
         // The program prints the marker once the port listens.
-        let deadline = Date().addingTimeInterval(30)
-        var ready = false
-        while Date() < deadline, !Self.hasExited(pid) {
-            if log().contains(Self.readyMarker) {
-                ready = true
-                break
-            }
-            usleep(20_000)
-        }
-        guard ready else {
+        guard waitForReadyMarker(Self.readyMarker, in: directory.appendingPathComponent("server.log"), pid: pid) else {
             let output = log()
             stop()
             throw TestServerError("the HTTP/2 fault server did not start on 127.0.0.1:\(port): see \(directory.path)/server.log\n\(output)")
@@ -650,10 +641,5 @@ public final class H2FaultServer: Sendable {
     public func stop() {
         ChildProcesses.stop(pid)
         ChildProcesses.forget(pid)
-    }
-
-    private static func hasExited(_ pid: Int32) -> Bool {
-        var status: Int32 = 0
-        return waitpid(pid, &status, WNOHANG) == pid || kill(pid, 0) != 0
     }
 }

@@ -242,16 +242,7 @@ public final class StreamEchoServer: Sendable {
         self.certificates = certificates
         self.directory = directory
         // The program prints the marker once all four ports listen.
-        let deadline = Date().addingTimeInterval(30)
-        var ready = false
-        while Date() < deadline, !Self.hasExited(pid) {
-            if log().contains(Self.readyMarker) {
-                ready = true
-                break
-            }
-            usleep(20_000)
-        }
-        guard ready else {
+        guard waitForReadyMarker(Self.readyMarker, in: directory.appendingPathComponent("server.log"), pid: pid) else {
             let output = log()
             stop()
             throw TestServerError("the stream echo server did not start on 127.0.0.1:\(echoPort), \(tlsEchoPort), \(startTLSPort), \(sourcePort): see \(directory.path)/server.log\n\(output)")
@@ -267,10 +258,5 @@ public final class StreamEchoServer: Sendable {
     public func stop() {
         ChildProcesses.stop(pid)
         ChildProcesses.forget(pid)
-    }
-
-    private static func hasExited(_ pid: Int32) -> Bool {
-        var status: Int32 = 0
-        return waitpid(pid, &status, WNOHANG) == pid || kill(pid, 0) != 0
     }
 }

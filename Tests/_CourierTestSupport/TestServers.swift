@@ -180,3 +180,20 @@ public struct TestServerError: Error, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
 }
+
+/// Waits up to `seconds` for `marker` to appear in the file at `log`, which the server process
+/// `pid` writes once it listens; false when the process exits first or the time runs out.
+public func waitForReadyMarker(_ marker: String, in log: URL, pid: Int32, seconds: TimeInterval = 30) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline, !processHasExited(pid) {
+        if let text = try? String(contentsOf: log, encoding: .utf8), text.contains(marker) { return true }
+        usleep(20_000)
+    }
+    return false
+}
+
+/// True when the child `pid` has exited (and is reaped here) or is gone.
+public func processHasExited(_ pid: Int32) -> Bool {
+    var status: Int32 = 0
+    return waitpid(pid, &status, WNOHANG) == pid || kill(pid, 0) != 0
+}
