@@ -128,10 +128,13 @@ struct SessionResetTests {
         // connection by then.
         let slowTask = TaskBox()
         async let slow = loadRecorded(session, recorder, network(nginx.url("/slow/8m.bin")), started: { task in slowTask.task.withLock { $0 = task } })
-        let deadline = Date().addingTimeInterval(20)
+        // Generous: under a sanitizer and the whole suite's load the first bytes can take long.
+        let deadline = Date().addingTimeInterval(90)
         while (slowTask.task.withLock { $0 }?.countOfBytesReceived ?? 0) == 0 && Date() < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }
+        // The premise: the slow request holds the one connection when the flush comes.
+        try #require((slowTask.task.withLock { $0 }?.countOfBytesReceived ?? 0) > 0, "the slow request received nothing in 90 s")
         async let waiting = loadRecorded(session, recorder, network(nginx.url("/files/hello.txt")))
         try await Task.sleep(for: .milliseconds(100))
         _ = await wait(session) { $0.flush(completionHandler: $1) }
