@@ -143,6 +143,36 @@ extension TaskDriver {
         }
     }
 
+    /// The `Authorization` (or `Proxy-Authorization`) value answering `offer` with a user and
+    /// password: Basic, or Digest over the request's method, URI and body with `nonceCount`.
+    static func authorization(
+        answering offer: AuthenticationOffer, user: String, password: String,
+        method: String, uri: String, body: [UInt8]?, nonceCount: UInt32
+    ) throws(AuthenticationCredentialError) -> String {
+        switch offer {
+        case .basic:
+            return try HTTPAuthorization.basic(user: user, password: password)
+        case .digest(let challenge):
+            return try HTTPAuthorization.digest(
+                challenge, user: user, password: password,
+                request: DigestRequest(method: method, uri: uri, body: body, clientNonce: clientNonce(), nonceCount: nonceCount)
+            )
+        }
+    }
+
+    /// Default handling's pick among `candidates` (in order): the first with a user and a
+    /// password that is not the one that just `failed` and that default handling has not sent
+    /// in this space before (`tried` holds those, and gains the pick).
+    static func firstUntried(_ candidates: [URLCredential], failed: URLCredential?, tried: inout Set<String>) -> URLCredential? {
+        for candidate in candidates {
+            guard let user = candidate.user, let password = candidate.password else { continue }
+            if let failed, failed.user == user, failed.password == password { continue }
+            guard tried.insert(user + "\u{0}" + password).inserted else { continue }
+            return candidate
+        }
+        return nil
+    }
+
     /// The field value for a chosen credential when the request is in its space.
     private func chosenAuthorization(
         _ chosen: inout ChosenCredential?, scheme: String, host: String, port: Int, isProxy: Bool, method: String, uri: String, body: [UInt8]?
@@ -150,21 +180,18 @@ extension TaskDriver {
         guard var current = chosen, current.space.isProxy() == isProxy,
               current.space.host.lowercased() == host.lowercased(), current.space.port == port,
               isProxy || current.space.protocol == scheme else { return nil }
+        if case .digest(let challenge) = current.offer {
+            // The session counts each nonce's uses, for this task and every other.
+            current.nonceCount = session.preemptiveAuthentication.withLock {
+                $0.nextNonceCount(scheme: scheme, host: host, port: port, isProxy: isProxy, realm: challenge.realm, nonce: challenge.nonce)
+            }
+        }
         let header: String
         do throws(AuthenticationCredentialError) {
-            switch current.offer {
-            case .basic:
-                header = try HTTPAuthorization.basic(user: current.user, password: current.password)
-            case .digest(let challenge):
-                // The session counts each nonce's uses, for this task and every other.
-                current.nonceCount = session.preemptiveAuthentication.withLock {
-                    $0.nextNonceCount(scheme: scheme, host: host, port: port, isProxy: isProxy, realm: challenge.realm, nonce: challenge.nonce)
-                }
-                header = try HTTPAuthorization.digest(
-                    challenge, user: current.user, password: current.password,
-                    request: DigestRequest(method: method, uri: uri, body: body, clientNonce: Self.clientNonce(), nonceCount: current.nonceCount)
-                )
-            }
+            header = try Self.authorization(
+                answering: current.offer, user: current.user, password: current.password,
+                method: method, uri: uri, body: body, nonceCount: current.nonceCount
+            )
         } catch {
             return nil
         }
@@ -391,16 +418,8 @@ extension TaskDriver {
         if isProxy, let configured = state.withLock({ $0.proxy?.server.credentials }) {
             candidates.append(URLCredential(user: configured.user, password: configured.password, persistence: .forSession))
         }
-        return state.withLock { state -> URLCredential? in
-            for candidate in candidates {
-                guard let user = candidate.user, let password = candidate.password else { continue }
-                let key = user + "\u{0}" + password
-                if let failed, failed.user == user, failed.password == password { continue }
-                if state.authentication.triedByDefault[space, default: []].contains(key) { continue }
-                state.authentication.triedByDefault[space, default: []].insert(key)
-                return candidate
-            }
-            return nil
+        return state.withLock { state in
+            Self.firstUntried(candidates, failed: failed, tried: &state.authentication.triedByDefault[space, default: []])
         }
     }
 

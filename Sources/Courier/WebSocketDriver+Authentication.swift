@@ -76,15 +76,8 @@ extension WebSocketDriver {
         if let url, let user = url.user(percentEncoded: false), let password = url.password(percentEncoded: false) {
             candidates.append(URLCredential(user: user, password: password, persistence: .forSession))
         }
-        return state.withLock { state -> URLCredential? in
-            for candidate in candidates {
-                guard let user = candidate.user, let password = candidate.password else { continue }
-                if let failed, failed.user == user, failed.password == password { continue }
-                let key = user + "\u{0}" + password
-                guard state.authentication.triedByDefault.insert(key).inserted else { continue }
-                return candidate
-            }
-            return nil
+        return state.withLock { state in
+            TaskDriver.firstUntried(candidates, failed: failed, tried: &state.authentication.triedByDefault)
         }
     }
 
@@ -94,15 +87,8 @@ extension WebSocketDriver {
         let target = state.withLock { $0.handshakeRequest?.url.map { RequestBuilder.target(of: $0) } } ?? "/"
         let header: String
         do throws(AuthenticationCredentialError) {
-            switch offer {
-            case .basic:
-                header = try HTTPAuthorization.basic(user: user, password: password)
-            case .digest(let challenge):
-                header = try HTTPAuthorization.digest(
-                    challenge, user: user, password: password,
-                    request: DigestRequest(method: "GET", uri: target, body: nil, clientNonce: TaskDriver.clientNonce(), nonceCount: 1)
-                )
-            }
+            // A fresh challenge's nonce: this is its first use.
+            header = try TaskDriver.authorization(answering: offer, user: user, password: password, method: "GET", uri: target, body: nil, nonceCount: 1)
         } catch {
             finish(.courier(.userAuthenticationRequired, "The credential cannot be sent: \(error).", url: url))
             return

@@ -23,6 +23,17 @@ struct Dialer {
     /// opens a CONNECT tunnel, and a TLS challenge is raised on its task.
     let oldestWaitingExchange: @Sendable () -> HTTPExchange?
 
+    /// Dials on `loop` from any thread (at once when already on it); `completion` runs once, on it.
+    func start(on loop: EventLoop, completion: @escaping Completion) {
+        let begin = { dial(on: loop, completion: completion) }
+        if loop.inEventLoop {
+            begin()
+        } else {
+            let bound = LoopBound(begin, loop: loop)
+            loop.execute { bound.value() }
+        }
+    }
+
     /// Dials on `loop` (which must be the current loop); `completion` runs once, on it.
     func dial(on loop: EventLoop, completion: @escaping Completion) {
         let connectStart = ContinuousClock.now

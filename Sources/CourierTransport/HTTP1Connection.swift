@@ -396,24 +396,13 @@ final class HTTP1Connection: TransportStreamDelegate {
     /// the bytes after the 101, leaves this connection and its pool for the exchange's owner.
     private func handOff(_ head: HTTPResponseHead, leftover: UnsafeRawBufferPointer) {
         guard let current = active else { return }
-        active = nil
-        isClosed = true
-        cancelTimeout()
-        cancelPoolIdleTimer()
         current.metrics.responseHeaderBytesReceived = Int64(parser.lastHeadByteCount)
         if current.exchange.request.collectsTimings {
             current.metrics.responseStart = .now
             current.metrics.responseEnd = current.metrics.responseStart
         }
         current.metrics.requestBodyBytesSent = current.bodyBytesSent
-        var leftoverBytes = Array(leftover)
-        if !stash.isEmpty {
-            leftoverBytes += stash.readableBytesArray()
-            stash.clear()
-        }
-        pool?.connectionClosed(id)
-        pool = nil
-        let upgraded = UpgradedConnection(stream: stream, leftover: leftoverBytes)
+        let upgraded = leaveHTTP(leftover: Array(leftover))
         if current.exchange.markFinished() {
             current.exchange.delegate.exchange(current.exchange, didUpgradeWith: head, connection: upgraded, metrics: current.metrics)
         } else {
@@ -427,22 +416,33 @@ final class HTTP1Connection: TransportStreamDelegate {
     func detach(_ exchange: HTTPExchange) -> UpgradedConnection? {
         guard !isClosed, let current = active, current.exchange === exchange, current.headDelivered,
               current.metrics.responseBodyBytesReceived == 0, case .complete = current.body else { return nil }
+        let detached = leaveHTTP(leftover: [])
+        guard exchange.markFinished() else {
+            detached.close()
+            return nil
+        }
+        return detached
+    }
+
+    /// Takes the stream out of HTTP and out of the pool, without closing it: the exchange is
+    /// dropped, the timers stop, and the stream goes, with `leftover` and then the stashed
+    /// bytes read after it, to a new ``UpgradedConnection`` its owner can also start TLS on.
+    private func leaveHTTP(leftover: [UInt8]) -> UpgradedConnection {
         active = nil
         isClosed = true
         cancelTimeout()
         cancelPoolIdleTimer()
-        var leftover: [UInt8] = []
+        var bytes = leftover
         if !stash.isEmpty {
-            leftover = stash.readableBytesArray()
+            bytes += stash.readableBytesArray()
             stash.clear()
         }
         let environment = pool?.environment ?? owner?.environment
         pool?.connectionClosed(id)
         pool = nil
-        guard exchange.markFinished() else { return nil }
-        let detached = UpgradedConnection(stream: stream, leftover: leftover)
-        detached.environment = environment
-        return detached
+        let connection = UpgradedConnection(stream: stream, leftover: bytes)
+        connection.environment = environment
+        return connection
     }
 
     /// Closes the socket and tells the pool; idempotent.

@@ -142,24 +142,15 @@ public final class HTTPTransport: Sendable {
         let origin = Origin(scheme: .http, host: host, port: port)
         let key = ConnectionKey(origin: origin, route: proxy.map { .tunnel($0) } ?? .direct)
         let dialer = Dialer(key: key, environment: environment) { nil }
-        let loop = environment.group.next()
-        let dial = {
-            dialer.dial(on: loop) { result in
-                switch result {
-                case .success(let dialed):
-                    let connection = UpgradedConnection(stream: dialed.stream, leftover: [])
-                    connection.environment = environment
-                    completion(.success(connection))
-                case .failure(let failure):
-                    completion(.failure(.dial(failure)))
-                }
+        dialer.start(on: environment.group.next()) { result in
+            switch result {
+            case .success(let dialed):
+                let connection = UpgradedConnection(stream: dialed.stream, leftover: [])
+                connection.environment = environment
+                completion(.success(connection))
+            case .failure(let failure):
+                completion(.failure(.dial(failure)))
             }
-        }
-        if loop.inEventLoop {
-            dial()
-        } else {
-            let bound = LoopBound(dial, loop: loop)
-            loop.execute { bound.value() }
         }
     }
 

@@ -264,19 +264,11 @@ final class PoolDriver: Sendable {
     private func dial(_ id: PoolConnectionID) {
         let loop = group.currentOrNext()
         let dialer = Dialer(key: key, environment: environment) { [weak self] in self?.oldestWaitingExchange() }
-        let start = { [self] in
-            dialer.dial(on: loop) { [self] result in
-                switch result {
-                case .success(let dialed): established(id, stream: dialed.stream, http2: dialed.http2, timings: dialed.timings)
-                case .failure(let failure): connectionFailed(id, failure)
-                }
+        dialer.start(on: loop) { [self] result in
+            switch result {
+            case .success(let dialed): established(id, stream: dialed.stream, http2: dialed.http2, timings: dialed.timings)
+            case .failure(let failure): connectionFailed(id, failure)
             }
-        }
-        if loop.inEventLoop {
-            start()
-        } else {
-            let bound = LoopBound(start, loop: loop)
-            loop.execute { bound.value() }
         }
     }
 
