@@ -11,6 +11,9 @@ let package = Package(
     products: [
         .library(name: "Courier", targets: ["Courier"]),
         .executable(name: "courier", targets: ["CourierCLI"]),
+        // The process that carries background sessions' transfers (URLSessionConfiguration
+        // .background): install it next to the program, or on PATH.
+        .executable(name: "courier-background", targets: ["CourierBackground"]),
         // The layers under the public API, for the benchmark harness (a load generator on the
         // transport) and the fuzz targets (the protocol cores).
         .library(name: "CourierTransport", targets: ["CourierTransport"]),
@@ -115,6 +118,9 @@ let package = Package(
             ]
         ),
 
+        // The background-session daemon.
+        .executableTarget(name: "CourierBackground", dependencies: ["Courier"]),
+
         // Test support: real peers on loopback (nginx, a scripted raw server).
         .target(
             name: "_CourierTestSupport",
@@ -144,6 +150,9 @@ let package = Package(
         .executableTarget(name: "courier-store-writer", dependencies: ["Courier", "CourierPolicies"], path: "Tests/CourierStoreWriter"),
         // The Autobahn WebSocket conformance client (scripts/autobahn.sh): echoes every case of
         // `wstest -m fuzzingserver` through URLSessionWebSocketTask.
+        // Makes a background session in a process of its own, for the tests of sessions that
+        // outlive their process.
+        .executableTarget(name: "courier-background-probe", dependencies: ["Courier"], path: "Tests/CourierBackgroundProbe"),
         .executableTarget(name: "courier-autobahn", dependencies: ["Courier"], path: "Tests/CourierAutobahn"),
         .testTarget(
             name: "IntegrationTests",

@@ -92,6 +92,8 @@ open class URLSession: NSObject, @unchecked Sendable {
     let mayUseProxy: Bool
     /// True for `URLSession.shared`: the one that consults `URLProtocol.registerClass`'s classes.
     let isShared: Bool
+    /// A background session's connection to its daemon; set once, in `init`.
+    private(set) var background: BackgroundLink?
 
     /// A session with no delegate.
     public convenience init(configuration: URLSessionConfiguration) {
@@ -138,10 +140,16 @@ open class URLSession: NSObject, @unchecked Sendable {
         self.mayUseProxy = proxySelection.http != .direct || proxySelection.https != .direct
         super.init()
         security.attach(self)
+        if frozen.kind == .background, let identifier = frozen.identifier {
+            let link = BackgroundLink(session: self, identifier: identifier, configuration: frozen)
+            background = link
+            link.connect()
+        }
     }
 
     deinit {
         loader.shutdown()
+        background?.close()
     }
 
     /// The delegate; nil after invalidation.
@@ -233,6 +241,9 @@ open class URLSession: NSObject, @unchecked Sendable {
     func resumedDownloadTask(_ blob: Data, delivery: TaskDriver.Delivery) -> URLSessionDownloadTask {
         do throws(URLError) {
             let data = try ResumeData.decode(blob)
+            if let task = backgroundTask(URLSessionDownloadTask.self, data.originalRequest, delivery: delivery, body: .request, resumeData: blob) {
+                return task
+            }
             let task = makeTask(URLSessionDownloadTask.self, data.originalRequest, delivery: delivery)
             task.driver.resume(from: data, blob: blob)
             return task
@@ -329,9 +340,12 @@ open class URLSession: NSObject, @unchecked Sendable {
 
     // MARK: Internals
 
+    /// Makes and registers a task. In a background session, downloads and uploads go to
+    /// ``backgroundTask(_:_:delivery:body:resumeData:)`` unless `inProcess`.
     func makeTask<T: URLSessionTask>(
-        _ kind: T.Type, _ request: URLRequest?, delivery: TaskDriver.Delivery, body: TaskDriver.BodySource = .request
+        _ kind: T.Type, _ request: URLRequest?, delivery: TaskDriver.Delivery, body: TaskDriver.BodySource = .request, inProcess: Bool = false
     ) -> T {
+        if !inProcess, let task = backgroundTask(kind, request, delivery: delivery, body: body) { return task }
         typealias Make = (URLSession, Int, URLRequest?, TaskDriver.Delivery, TaskDriver.BodySource) -> URLSessionTask
         let make: Make
         if kind == URLSessionUploadTask.self {
@@ -428,6 +442,7 @@ open class URLSession: NSObject, @unchecked Sendable {
             return registry.delegate
         }
         loader.shutdown()
+        background?.close()
         delegateQueue.addOperation { [self] in
             delegate?.urlSession(self, didBecomeInvalidWithError: nil)
             registry.withLock { $0.delegate = nil }

@@ -18,6 +18,9 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
         case `default`
         /// Stores in memory, discarded with the session.
         case ephemeral
+        /// Stores on disk, as `default`; download and file-upload tasks run in the background
+        /// daemon (``BackgroundLink``) and outlive the process.
+        case background
     }
 
     let kind: Kind
@@ -125,7 +128,7 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     init(kind: Kind) {
         self.kind = kind
         switch kind {
-        case .default:
+        case .default, .background:
             // Cheap: the shared storages open their files on first use, not here.
             urlCredentialStorage = URLCredentialStorage.shared
             httpCookieStorage = HTTPCookieStorage.shared
@@ -151,6 +154,20 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     /// A new ephemeral configuration: stores in memory only, discarded with the session.
     open class var ephemeral: URLSessionConfiguration {
         URLSessionConfiguration(kind: .ephemeral)
+    }
+
+    /// A configuration whose download tasks and uploads from files run in a separate process,
+    /// `courier-background`, and so go on when the process that made them exits or crashes. A
+    /// later session with the same `identifier` reconnects to them: it gets them back as task
+    /// objects (`getAllTasks`) and hears the events that happened meanwhile, then
+    /// `urlSessionDidFinishEvents(forBackgroundURLSession:)`. As on Apple platforms: only http
+    /// and https, no completion handlers, uploads only from files, redirects always followed;
+    /// challenges get the default handling (the delegate may be gone). Data tasks run in the
+    /// process, as in a default session. Stores are on disk, as `default`'s.
+    open class func background(withIdentifier identifier: String) -> URLSessionConfiguration {
+        let configuration = URLSessionConfiguration(kind: .background)
+        configuration.identifier = identifier
+        return configuration
     }
 
     open override func copy() -> Any {

@@ -7,10 +7,17 @@ public protocol URLSessionDelegate: NSObjectProtocol, Sendable {
     /// A connection-level challenge: server trust or a client certificate. When not
     /// implemented, the task delegate's task-level method is asked, then default handling.
     func urlSession(_ session: URLSession, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)
+    /// A background session that took over tasks an earlier session (of this process or
+    /// another) left running has delivered every event of those tasks: each one's
+    /// `didCompleteWithError` has been called. Called once per session, never for a session
+    /// that took over no task.
+    func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession)
 }
 
 extension URLSessionDelegate {
     public func urlSession(_ session: URLSession, didBecomeInvalidWithError error: (any Error)?) {}
+
+    public func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession) {}
 
     public func urlSession(_ session: URLSession, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         completionHandler(.performDefaultHandling, ChallengeDefaults.unhandled)
