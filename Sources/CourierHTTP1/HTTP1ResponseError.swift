@@ -90,7 +90,8 @@ public enum HTTP1ResponseError: String, RemoteProtocolError, Equatable, Hashable
     }
 }
 
-/// Limits and leniencies of the response parser. Every leniency is off by default.
+/// Limits and leniencies of the response parser. Every leniency but one (an empty line before
+/// the status line, which browsers skip too) is off by default.
 public struct HTTP1ParserOptions: Sendable, Equatable {
     /// Largest header section (status line and fields, with line ends), and likewise the
     /// largest trailer section, in bytes.
@@ -115,6 +116,11 @@ public struct HTTP1ParserOptions: Sendable, Equatable {
     ///   agent to unfold; Courier refuses folded responses unless this is set, because no
     ///   current server needs folding and refusing closes the ambiguity.
     public var allowsObsoleteLineFolding: Bool = false
+    /// Skip one empty line (CRLF) where a status line should start, as browsers and llhttp
+    /// do: some servers send a stray CRLF after a body. On by default; a second empty line is
+    /// still an invalid status line. RFC 9112 section 2.2 asks the same of servers reading
+    /// requests.
+    public var skipsOneEmptyLineBeforeStatusLine: Bool = true
 
     public static let defaultMaxHeaderSectionBytes = 256 * 1024
     public static let defaultMaxHeaderFieldCount = 1000

@@ -15,8 +15,8 @@ extension HTTP1ResponseParser {
         }
         let storage = section
         let contentLength = try contentLength(parsed.contentLengths, in: storage)
-        let chunked = try isChunked(parsed.transferEncodings, in: storage, version: head.version)
-        if chunked && contentLength != nil { throw .contentLengthWithTransferEncoding }
+        let coding = try transferCoding(parsed.transferEncodings, in: storage, version: head.version)
+        if coding != .none && contentLength != nil { throw .contentLengthWithTransferEncoding }
         connectionReuse = persistence(head, parsed.connectionValues, in: storage)
 
         // Step 1: HEAD responses and 1xx, 204 and 304 responses end with their header section.
@@ -24,10 +24,18 @@ extension HTTP1ResponseParser {
             state = .complete(trailers: nil)
             return
         }
-        // Steps 3 and 4: chunked (Transfer-Encoding with any Content-Length is refused above).
-        if chunked {
+        // Step 4: a Transfer-Encoding (never with a Content-Length: refused above) whose final
+        // coding is chunked is framed by it; any other runs until the server closes.
+        switch coding {
+        case .chunked:
             state = .chunkSize(ChunkSizeLine())
             return
+        case .untilClose:
+            connectionReuse = .close
+            state = .untilClose
+            return
+        case .none:
+            break
         }
         // Step 6: a valid Content-Length (step 5, an invalid or conflicting one, is refused above).
         if let contentLength {
@@ -71,25 +79,41 @@ extension HTTP1ResponseParser {
         return result
     }
 
-    /// True when Transfer-Encoding says `chunked`. Courier decodes no other transfer coding, so
-    /// anything but a single `chunked` is refused rather than read until close.
-    private func isChunked(
+    /// How a response's Transfer-Encoding frames its body (RFC 9112 section 6.3 rule 4).
+    enum TransferFraming: Equatable {
+        /// No Transfer-Encoding.
+        case none
+        /// `chunked` alone.
+        case chunked
+        /// A final coding other than `chunked`: the body runs until the connection closes, and
+        /// its bytes are delivered as they come (Courier removes no other transfer coding).
+        case untilClose
+    }
+
+    /// Reads Transfer-Encoding. Refused: any in an HTTP/1.0 response, an empty list, `chunked`
+    /// more than once, and `chunked` last after other codings (framing Courier could follow,
+    /// but a body in a transfer coding it does not remove).
+    private func transferCoding(
         _ values: FieldRanges, in storage: [UInt8], version: HTTPVersion
-    ) throws(HTTP1ResponseError) -> Bool {
-        guard !values.isEmpty else { return false }
+    ) throws(HTTP1ResponseError) -> TransferFraming {
+        guard !values.isEmpty else { return .none }
         if version == .http1_0 { throw .transferEncodingInHTTP10 }
         var codings = 0
-        var onlyCoding: Range<Int>?
-        values.forEach { range in
-            forEachListElement(storage, range, keepEmpty: false) { element in
-                codings += 1
-                onlyCoding = element
+        var chunkedCount = 0
+        var lastIsChunked = false
+        storage.withUnsafeBytes { bytes in
+            values.forEach { range in
+                forEachListElement(storage, range, keepEmpty: false) { element in
+                    codings += 1
+                    lastIsChunked = asciiCaseInsensitiveEquals(UnsafeRawBufferPointer(rebasing: bytes[element]), "chunked")
+                    if lastIsChunked { chunkedCount += 1 }
+                }
             }
         }
-        guard codings == 1, let coding = onlyCoding else { throw .unsupportedTransferCoding }
-        let isChunked = storage.withUnsafeBytes { asciiCaseInsensitiveEquals(UnsafeRawBufferPointer(rebasing: $0[coding]), "chunked") }
-        guard isChunked else { throw .unsupportedTransferCoding }
-        return true
+        guard codings > 0, chunkedCount <= 1 else { throw .unsupportedTransferCoding }
+        if !lastIsChunked { return .untilClose }
+        guard codings == 1 else { throw .unsupportedTransferCoding }
+        return .chunked
     }
 
     /// Persistence per RFC 9112 section 9.3: `close` ends it; HTTP/1.0 keeps it only with
@@ -132,7 +156,8 @@ extension HTTP1ResponseParser {
     static let maxChunkSizeDigits = 64
 
     /// Reads a chunk-size line: `chunk-size [ chunk-ext ] CRLF` (RFC 9112 section 7.1).
-    /// Extensions are checked for stray control characters and bounded, but not interpreted.
+    /// Extensions are checked against the grammar (a name is required; a value is a token or a
+    /// quoted string) and bounded, but not interpreted.
     mutating func scanChunkSize(
         _ input: UnsafeRawBufferPointer, from start: Int, line: inout ChunkSizeLine
     ) throws(HTTP1ResponseError) -> (used: Int, done: Bool) {
@@ -140,56 +165,86 @@ extension HTTP1ResponseParser {
         while index < input.count {
             let byte = input[index]
             index += 1
-            switch line.phase {
-            case .digits:
-                if let digit = byte.hexValue {
-                    // The value must fit in 63 bits; leading zeros are free, but the line is
-                    // bounded so a server cannot stream digits forever.
-                    guard line.digits < Self.maxChunkSizeDigits, line.value <= (Int.max - digit) >> 4 else {
-                        throw .chunkSizeOverflow
-                    }
-                    line.value = line.value << 4 | digit
-                    line.digits += 1
-                    continue
+            if case .digits = line.phase, let digit = byte.hexValue {
+                // The value must fit in 63 bits; leading zeros are free, but the line is
+                // bounded so a server cannot stream digits forever.
+                guard line.digits < Self.maxChunkSizeDigits, line.value <= (Int.max - digit) >> 4 else {
+                    throw .chunkSizeOverflow
                 }
-                guard line.digits > 0 else { throw .invalidChunkSize }
-                if byte == .cr {
-                    line.phase = .lineFeed
-                } else if byte == .lf {
-                    guard options.allowsBareLineFeed else { throw .bareLineFeed }
-                    return (index - start, true)
-                } else if byte == .semicolon || byte.isOptionalWhitespace {
-                    line.phase = .extensions(sawSemicolon: byte == .semicolon)
-                    line.extensionBytes = 1
-                    if line.extensionBytes > options.maxChunkExtensionBytes { throw .chunkExtensionTooLong }
-                } else {
-                    throw .invalidChunkSize
-                }
-            case .extensions(let sawSemicolon):
-                if byte == .cr || byte == .lf {
-                    // Whitespace after the size must introduce an extension (BWS ";").
-                    guard sawSemicolon else { throw .invalidChunkExtension }
-                    if byte == .lf {
-                        guard options.allowsBareLineFeed else { throw .bareLineFeed }
-                        return (index - start, true)
-                    }
-                    line.phase = .lineFeed
-                    continue
-                }
-                line.extensionBytes += 1
-                if line.extensionBytes > options.maxChunkExtensionBytes { throw .chunkExtensionTooLong }
-                if byte == .semicolon {
-                    line.phase = .extensions(sawSemicolon: true)
-                } else if !sawSemicolon && !byte.isOptionalWhitespace {
-                    throw .invalidChunkExtension
-                } else if !HTTPFieldValidation.isFieldValueCharacter(byte) {
-                    throw .invalidChunkExtension
-                }
-            case .lineFeed:
+                line.value = line.value << 4 | digit
+                line.digits += 1
+                continue
+            }
+            if case .lineFeed = line.phase {
                 guard byte == .lf else { throw .bareCarriageReturn }
                 return (index - start, true)
             }
+            if case .digits = line.phase {
+                guard line.digits > 0 else { throw .invalidChunkSize }
+            } else {
+                line.extensionBytes += 1
+                if line.extensionBytes > options.maxChunkExtensionBytes { throw .chunkExtensionTooLong }
+            }
+            if byte == .cr || byte == .lf {
+                // The line may end after the size, a name, or a value; not inside an extension.
+                switch line.phase {
+                case .digits, .extensionName(started: true), .afterName, .tokenValue, .afterValue: break
+                default: throw .invalidChunkExtension
+                }
+                if byte == .lf {
+                    guard options.allowsBareLineFeed else { throw .bareLineFeed }
+                    return (index - start, true)
+                }
+                line.phase = .lineFeed
+                continue
+            }
+            line.phase = try Self.nextExtensionPhase(after: line.phase, byte)
         }
         return (index - start, false)
+    }
+
+    /// One step of the chunk-size line past the digits, for a byte other than CR and LF.
+    private static func nextExtensionPhase(after phase: ChunkSizeLine.Phase, _ byte: UInt8) throws(HTTP1ResponseError) -> ChunkSizeLine.Phase {
+        let isToken = HTTPFieldValidation.isTokenCharacter(byte)
+        switch phase {
+        case .digits, .afterSize:
+            if byte == .semicolon { return .extensionName(started: false) }
+            if byte.isOptionalWhitespace { return .afterSize }
+            if case .digits = phase { throw .invalidChunkSize }
+        case .extensionName(let started):
+            if isToken { return .extensionName(started: true) }
+            if !started, byte.isOptionalWhitespace { return phase }
+            if started {
+                if byte == .equals { return .valueStart }
+                if byte == .semicolon { return .extensionName(started: false) }
+                if byte.isOptionalWhitespace { return .afterName }
+            }
+        case .afterName:
+            if byte.isOptionalWhitespace { return .afterName }
+            if byte == .equals { return .valueStart }
+            if byte == .semicolon { return .extensionName(started: false) }
+        case .valueStart:
+            if byte.isOptionalWhitespace { return .valueStart }
+            if byte == .quote { return .quotedValue(escaped: false) }
+            if isToken { return .tokenValue }
+        case .tokenValue:
+            if isToken { return .tokenValue }
+            if byte.isOptionalWhitespace { return .afterValue }
+            if byte == .semicolon { return .extensionName(started: false) }
+        case .quotedValue(let escaped):
+            // qdtext and quoted-pair (RFC 9110 section 5.6.4): HTAB, SP, visible ASCII, obs-text.
+            let allowed = byte == .tab || byte >= 0x20 && byte != 0x7F
+            guard allowed else { throw .invalidChunkExtension }
+            if escaped { return .quotedValue(escaped: false) }
+            if byte == .backslash { return .quotedValue(escaped: true) }
+            if byte == .quote { return .afterValue }
+            return .quotedValue(escaped: false)
+        case .afterValue:
+            if byte.isOptionalWhitespace { return .afterValue }
+            if byte == .semicolon { return .extensionName(started: false) }
+        case .lineFeed:
+            break
+        }
+        throw .invalidChunkExtension
     }
 }

@@ -42,6 +42,12 @@ extension HTTP1ResponseParser {
                 throw .bareLineFeed
             }
             if contentEnd == lineStart {
+                // An empty line where the status line should be: skipped once per head.
+                if lineStart == 0, !state.isReadingTrailers, options.skipsOneEmptyLineBeforeStatusLine, !skippedEmptyLine {
+                    skippedEmptyLine = true
+                    section.removeAll(keepingCapacity: true)
+                    continue
+                }
                 return (index - start, true)
             }
             lineStart = section.count

@@ -77,7 +77,22 @@ public struct HTTP1ResponseParser: Sendable {
 
     /// Progress through one chunk-size line: `chunk-size [ chunk-ext ] CRLF`.
     struct ChunkSizeLine: Sendable {
-        enum Phase: Sendable { case digits, extensions(sawSemicolon: Bool), lineFeed }
+        /// Where the line is: the size, then RFC 9112's `chunk-ext`
+        /// (`*( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] )`), then the LF.
+        enum Phase: Sendable {
+            case digits
+            /// Whitespace after the size: an extension must follow.
+            case afterSize
+            /// After ";": `started` once the name has a character.
+            case extensionName(started: Bool)
+            case afterName
+            /// After "=".
+            case valueStart
+            case tokenValue
+            case quotedValue(escaped: Bool)
+            case afterValue
+            case lineFeed
+        }
         var value = 0
         var digits = 0
         var extensionBytes = 0
@@ -97,6 +112,8 @@ public struct HTTP1ResponseParser: Sendable {
     var lineStart = 0
     /// Lines completed in the current section.
     var sectionLines = 0
+    /// An empty line before the status line was skipped for the current head.
+    var skippedEmptyLine = false
     /// Interim responses skipped for the current request.
     var informationalCount = 0
     /// Size of the last final head, in bytes as received (status line, fields, line ends).
@@ -240,6 +257,7 @@ public struct HTTP1ResponseParser: Sendable {
         section = []
         lineStart = 0
         sectionLines = 0
+        skippedEmptyLine = false
     }
 }
 
@@ -251,6 +269,9 @@ extension UInt8 {
     static let colon = UInt8(ascii: ":")
     static let semicolon = UInt8(ascii: ";")
     static let comma = UInt8(ascii: ",")
+    static let equals = UInt8(ascii: "=")
+    static let quote = UInt8(ascii: "\"")
+    static let backslash = UInt8(ascii: "\\")
 
     var isOptionalWhitespace: Bool { self == .space || self == .tab }
 

@@ -184,6 +184,7 @@ extension Transcript {
                 switch (String(parts[0]), parts.count == 2 ? Int(parts[1]) : nil) {
                 case ("allowsBareLineFeed", nil): transcript.options.allowsBareLineFeed = true
                 case ("allowsObsoleteLineFolding", nil): transcript.options.allowsObsoleteLineFolding = true
+                case ("noEmptyLineBeforeStatusLine", nil): transcript.options.skipsOneEmptyLineBeforeStatusLine = false
                 case ("maxHeaderSectionBytes", let value?): transcript.options.maxHeaderSectionBytes = value
                 case ("maxHeaderFieldCount", let value?): transcript.options.maxHeaderFieldCount = value
                 case ("maxChunkExtensionBytes", let value?): transcript.options.maxChunkExtensionBytes = value
