@@ -3,12 +3,15 @@ import Foundation
 /// The daemon's own session: it carries the wire tasks and turns its delegate's calls into
 /// journal events and progress messages.
 extension BackgroundDaemon: URLSessionDownloadDelegate, URLSessionDataDelegate {
-    /// The session, made on first use from the settings the last `hello` brought.
+    /// The session for new transfers, made from the settings the last `hello` brought. When a
+    /// session came with other settings, a new one is made; the old one finishes its transfers.
     private func transferSession(_ state: inout State) -> URLSession {
-        if let session = state.session { return session }
         let settings = state.journal.settings ?? WireSettings(URLSessionConfiguration.default)
+        if let session = state.session, state.sessionSettings == settings { return session }
+        state.session?.finishTasksAndInvalidate()
         let session = URLSession(configuration: settings.configuration, delegate: self, delegateQueue: sessionQueue)
         state.session = session
+        state.sessionSettings = settings
         return session
     }
 
@@ -44,7 +47,7 @@ extension BackgroundDaemon: URLSessionDownloadDelegate, URLSessionDataDelegate {
             state.journal.tasks[index].bytesReceived = 0
             state.journal.tasks[index].bytesSent = 0
             state.inFlight[id] = task
-            state.wireIDs[task.taskIdentifier] = id
+            state.wireIDs[ObjectIdentifier(task)] = id
             state.responseSent.remove(id)
             persist(state.journal)
             return .task(task)
@@ -57,7 +60,7 @@ extension BackgroundDaemon: URLSessionDownloadDelegate, URLSessionDataDelegate {
     }
 
     private func wireID(of task: URLSessionTask) -> Int? {
-        state.withLock { $0.wireIDs[task.taskIdentifier] }
+        state.withLock { $0.wireIDs[ObjectIdentifier(task)] }
     }
 
     /// Records the task's response once, and tells the session of it.
@@ -138,7 +141,7 @@ extension BackgroundDaemon: URLSessionDownloadDelegate, URLSessionDataDelegate {
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         let id = state.withLock { state -> Int? in
-            guard let id = state.wireIDs.removeValue(forKey: task.taskIdentifier) else { return nil }
+            guard let id = state.wireIDs.removeValue(forKey: ObjectIdentifier(task)) else { return nil }
             if state.inFlight[id] === task { state.inFlight[id] = nil }
             return id
         }

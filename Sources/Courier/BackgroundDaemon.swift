@@ -20,8 +20,10 @@ public enum BackgroundDaemonMain {
             FileHandle.standardError.write(Data("usage: courier-background --state /absolute/state/directory\n".utf8))
             return 2
         }
-        // Detached from the terminal and process group of the process that started it.
+        // Detached from the terminal and process group of the process that started it; what
+        // it writes (the journal, downloads, its stores) is its user's only.
         _ = setsid()
+        umask(0o077)
         signal(SIGPIPE, SIG_IGN)
         signal(SIGHUP, SIG_IGN)
         let directory = URL(fileURLWithPath: arguments[1], isDirectory: true)
@@ -67,8 +69,11 @@ final class BackgroundDaemon: NSObject, @unchecked Sendable {
         var session: URLSession?
         /// The daemon session's task for each wire task in flight.
         var inFlight: [Int: URLSessionTask] = [:]
-        /// Wire task identifiers by the daemon session's task identifiers.
-        var wireIDs: [Int: Int] = [:]
+        /// Wire task identifiers by the daemon session's tasks (of this session or an earlier
+        /// one still finishing).
+        var wireIDs: [ObjectIdentifier: Int] = [:]
+        /// The settings `session` was made with.
+        var sessionSettings: WireSettings?
         /// Upload response bodies, gathered until the task completes.
         var uploadBodies: [Int: Data] = [:]
         /// Tasks whose response the session was told of.
@@ -202,6 +207,11 @@ final class BackgroundDaemon: NSObject, @unchecked Sendable {
             }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             let client = FrameSocket(fd: fd)
+            // Only this user's sessions: the tasks carry their credentials and cookies.
+            guard client.peerIsSameUser else {
+                client.close()
+                continue
+            }
             let reader = Thread { [self] in serve(client) }
             reader.start()
         }

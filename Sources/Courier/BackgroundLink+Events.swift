@@ -131,6 +131,9 @@ extension BackgroundLink {
         }
         switch event.kind {
         case .finishedDownload(let path):
+            // Only a file in the daemon's own folder is handed over (and deleted after).
+            let files = directory.appendingPathComponent("files", isDirectory: true).standardizedFileURL.path + "/"
+            guard URL(fileURLWithPath: path).standardizedFileURL.path.hasPrefix(files) else { return }
             if let download = task as? URLSessionDownloadTask {
                 let delegate = (task.delegate as? URLSessionDownloadDelegate) ?? (session.delegate as? URLSessionDownloadDelegate)
                 delegate?.urlSession(session, downloadTask: download, didFinishDownloadingTo: URL(fileURLWithPath: path))

@@ -111,10 +111,10 @@ final class BackgroundLink: @unchecked Sendable {
             return "courier-background was not found (set COURIER_BACKGROUND_DAEMON, or install it next to the program or on PATH)"
         }
         do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             let logURL = directory.appendingPathComponent("daemon.log")
             if !FileManager.default.fileExists(atPath: logURL.path) {
-                _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
+                _ = FileManager.default.createFile(atPath: logURL.path, contents: nil, attributes: [.posixPermissions: 0o600])
             }
             let log = try FileHandle(forWritingTo: logURL)
             log.seekToEndOfFile()

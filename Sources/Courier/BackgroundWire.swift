@@ -1,3 +1,4 @@
+import CCourierLinux
 import Foundation
 
 // What a background session and its daemon (`courier-background`) say to each other over a
@@ -95,7 +96,10 @@ struct WireError: Codable, Equatable {
     }
 }
 
-/// The configuration values the daemon's own session takes from a background configuration.
+/// The configuration values the daemon's own session takes from a background configuration:
+/// timeouts, the connection limit, additional headers (string values), cookie policy, TLS
+/// bounds, proxies and Courier's redirect and decoding bounds. Stores are the default on-disk
+/// ones; delegates, protocol classes and loggers stay in the process.
 struct WireSettings: Codable, Equatable {
     var requestTimeout: Double
     var resourceTimeout: Double
@@ -103,6 +107,46 @@ struct WireSettings: Codable, Equatable {
     var additionalHeaders: [[String]]
     var setsCookies: Bool
     var cookieAcceptPolicy: UInt
+    // Later fields are optional, so a journal written before them still reads.
+    var tlsMinimum: UInt16?
+    var tlsMaximum: UInt16?
+    /// `connectionProxyDictionary` (nil: the environment's proxies).
+    var proxies: [String: WireValue]?
+    var strippedOnCrossOrigin: [String]?
+    var maximumDecodedBytes: Int64?
+    var maximumDecodingRatio: Int?
+    var decodingRatioThreshold: Int64?
+
+    /// A value of `connectionProxyDictionary`.
+    enum WireValue: Codable, Equatable {
+        case int(Int)
+        case string(String)
+        case bool(Bool)
+        case strings([String])
+
+        init?(_ value: Any) {
+            if let text = value as? String {
+                self = .string(text)
+            } else if let list = value as? [String] {
+                self = .strings(list)
+            } else if let flag = value as? Bool {
+                self = .bool(flag)
+            } else if let number = value as? Int {
+                self = .int(number)
+            } else {
+                return nil
+            }
+        }
+
+        var value: Any {
+            switch self {
+            case .int(let number): number
+            case .string(let text): text
+            case .bool(let flag): flag
+            case .strings(let list): list
+            }
+        }
+    }
 
     init(_ configuration: URLSessionConfiguration) {
         requestTimeout = configuration.timeoutIntervalForRequest
@@ -114,6 +158,19 @@ struct WireSettings: Codable, Equatable {
         }.sorted { $0[0] < $1[0] }
         setsCookies = configuration.httpShouldSetCookies
         cookieAcceptPolicy = configuration.httpCookieAcceptPolicy.rawValue
+        tlsMinimum = configuration.tlsMinimumSupportedProtocolVersion.rawValue
+        tlsMaximum = configuration.tlsMaximumSupportedProtocolVersion.rawValue
+        proxies = configuration.connectionProxyDictionary.map { dictionary in
+            var kept: [String: WireValue] = [:]
+            for (key, value) in dictionary {
+                if let name = key as? String, let wire = WireValue(value) { kept[name] = wire }
+            }
+            return kept
+        }
+        strippedOnCrossOrigin = configuration.courierHeadersStrippedOnCrossOriginRedirect.sorted()
+        maximumDecodedBytes = configuration.courierContentDecodingLimits.maximumDecodedBytes
+        maximumDecodingRatio = configuration.courierContentDecodingLimits.maximumRatio
+        decodingRatioThreshold = configuration.courierContentDecodingLimits.ratioCheckThreshold
     }
 
     /// The daemon's session configuration: on-disk stores, as a default session's.
@@ -127,6 +184,23 @@ struct WireSettings: Codable, Equatable {
         configuration.httpAdditionalHeaders = headers.isEmpty ? nil : headers
         configuration.httpShouldSetCookies = setsCookies
         configuration.httpCookieAcceptPolicy = HTTPCookie.AcceptPolicy(rawValue: cookieAcceptPolicy) ?? .onlyFromMainDocumentDomain
+        if let minimum = tlsMinimum.flatMap(tls_protocol_version_t.init(rawValue:)) {
+            configuration.tlsMinimumSupportedProtocolVersion = minimum
+        }
+        if let maximum = tlsMaximum.flatMap(tls_protocol_version_t.init(rawValue:)) {
+            configuration.tlsMaximumSupportedProtocolVersion = maximum
+        }
+        if let proxies {
+            var dictionary: [AnyHashable: Any] = [:]
+            for (key, value) in proxies { dictionary[key] = value.value }
+            configuration.connectionProxyDictionary = dictionary
+        }
+        if let strippedOnCrossOrigin { configuration.courierHeadersStrippedOnCrossOriginRedirect = Set(strippedOnCrossOrigin) }
+        var limits = configuration.courierContentDecodingLimits
+        if let maximumDecodedBytes { limits.maximumDecodedBytes = maximumDecodedBytes }
+        if let maximumDecodingRatio { limits.maximumRatio = maximumDecodingRatio }
+        if let decodingRatioThreshold { limits.ratioCheckThreshold = decodingRatioThreshold }
+        configuration.courierContentDecodingLimits = limits
         return configuration
     }
 }
@@ -211,6 +285,13 @@ final class FrameSocket: @unchecked Sendable {
 
     init(fd: Int32) {
         self.fd = fd
+    }
+
+    /// True when the process at the other end runs as this process's user: a daemon serves
+    /// only its own user's sessions, and a session trusts only its own user's daemon (the
+    /// abstract socket name has no file permissions to do this).
+    var peerIsSameUser: Bool {
+        courier_peer_uid(fd) == Int64(getuid())
     }
 
     deinit {
@@ -319,7 +400,10 @@ enum BackgroundPlace {
             Glibc.close(fd)
             return nil
         }
-        return FrameSocket(fd: fd)
+        let socket = FrameSocket(fd: fd)
+        // Another user's process holding the name gets nothing from this session.
+        guard socket.peerIsSameUser else { return nil }
+        return socket
     }
 
     /// A 64-bit FNV-1a hash: a short, stable name, not a secret.

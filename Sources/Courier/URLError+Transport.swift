@@ -123,6 +123,8 @@ extension URLError {
             return .courier(.networkConnectionLost, "The network connection was lost: \(failure).", url: url, underlying: systemError)
         case .timedOut:
             return .courier(.timedOut, "The request timed out: \(failure).", url: url)
+        case .invalidTunnelRequest:
+            return .courier(.badURL, "The request cannot go through the proxy: \(failure).", url: url)
         }
     }
 }

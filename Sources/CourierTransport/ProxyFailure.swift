@@ -19,12 +19,17 @@ public enum ProxyFailure: Sendable, Equatable, CustomStringConvertible {
     case closed(ProxyServer, SystemError?)
     /// The proxy (its connect or its tunnel) did not answer before the connect deadline.
     case timedOut(ProxyServer)
+    /// The CONNECT request could not be written: its target or `Proxy-Authorization` holds
+    /// bytes (CR, LF, controls, spaces in the target) that would add lines to it. Nothing was
+    /// sent.
+    case invalidTunnelRequest(ProxyServer, String)
 
     /// The proxy that failed.
     public var proxy: ProxyServer {
         switch self {
         case .unreachable(let proxy, _), .tunnelRefused(let proxy, _, _, _), .socks(let proxy, _),
-             .malformedReply(let proxy, _), .closed(let proxy, _), .timedOut(let proxy):
+             .malformedReply(let proxy, _), .closed(let proxy, _), .timedOut(let proxy),
+             .invalidTunnelRequest(let proxy, _):
             return proxy
         }
     }
@@ -45,6 +50,8 @@ public enum ProxyFailure: Sendable, Equatable, CustomStringConvertible {
             return "the proxy \(proxy.authority) closed the connection before the tunnel was ready\(cause)"
         case .timedOut(let proxy):
             return "the proxy \(proxy.authority) did not open the connection in time"
+        case .invalidTunnelRequest(let proxy, let why):
+            return "no CONNECT request was sent to the proxy \(proxy.authority): \(why)"
         }
     }
 }

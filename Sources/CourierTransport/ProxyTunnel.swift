@@ -39,6 +39,15 @@ final class ProxyTunnel: StreamChannelDelegate {
         deadline: ContinuousClock.Instant, completion: @escaping Completion
     ) {
         let target = origin.hostAndPort
+        // Both go on the request as they are: a CR or LF in either would add lines to it.
+        if !HTTPFieldValidation.isValidTarget(target.utf8) || authorization.map({ !HTTPFieldValidation.isValidFieldValue($0.utf8) }) == true {
+            channel.close()
+            let why = HTTPFieldValidation.isValidTarget(target.utf8)
+                ? "the Proxy-Authorization value holds a control character"
+                : "the host holds a space or a control character"
+            completion(.failure(.proxy(.invalidTunnelRequest(proxy, why))))
+            return
+        }
         var options = HTTP1ParserOptions()
         options.maxHeaderSectionBytes = min(options.maxHeaderSectionBytes, maxConnectReplyHeadBytes)
         var parser = HTTP1ResponseParser(options: options)

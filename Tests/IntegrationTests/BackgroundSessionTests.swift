@@ -491,8 +491,10 @@ final class BackgroundFixture {
     }
 
     /// A background session with the identifier and `recorder` as its delegate.
-    func makeSession(_ recorder: BackgroundRecorder) -> URLSession {
-        let session = URLSession(configuration: .background(withIdentifier: identifier), delegate: recorder, delegateQueue: nil)
+    func makeSession(_ recorder: BackgroundRecorder, configure: (URLSessionConfiguration) -> Void = { _ in }) -> URLSession {
+        let configuration = URLSessionConfiguration.background(withIdentifier: identifier)
+        configure(configuration)
+        let session = URLSession(configuration: configuration, delegate: recorder, delegateQueue: nil)
         sessions.append((session, recorder))
         return session
     }
@@ -1243,5 +1245,21 @@ struct BackgroundSessionTests {
         #expect(BackgroundProbe.startedIdentifier(in: probe.printed) == nil)
         #expect(probe.errors.contains("Code=\(URLError.backgroundSessionWasDisconnected.rawValue)") || probe.errors.contains("backgroundSessionWasDisconnected"), "\(probe.errors)")
         #expect(probe.errors.contains("could not be started"), "\(probe.errors)")
+    }
+
+    @Test("the configuration's proxy reaches the daemon: a background download goes through the session's SOCKS5 proxy", .exclusiveDownloadFiles)
+    func proxyReachesTheDaemon() async throws {
+        let socks = try SOCKSProxyServer.shared()
+        let fixture = BackgroundFixture()
+        defer { fixture.close() }
+        let recorder = BackgroundRecorder()
+        let session = fixture.makeSession(recorder) { $0.connectionProxyDictionary = TestProxies.socks(socks.openPort) }
+        let task = session.downloadTask(with: nginx.url("/files/64k.bin"))
+        task.resume()
+        let id = task.taskIdentifier
+        try #require(await recorder.waitForCompletion(of: id), "the download completed: \(recorder.names())")
+        #expect(recorder.error(of: id) == nil, "\(String(describing: recorder.error(of: id)))")
+        #expect(recorder.finishes(of: id).first?.contents.map { Array($0) } == NginxServer.fixtures["64k.bin"])
+        #expect(socks.destinations().contains { $0.contains("\(nginx.port)") }, "the proxy carried it: \(socks.destinations())")
     }
 }

@@ -350,6 +350,33 @@ struct StreamTaskTests {
         #expect(accepting.snapshot.trustChallenges == ["true 127.0.0.1"])
     }
 
+    @Test("a host name with CR LF through an HTTP proxy: no CONNECT is sent (the proxy reads nothing), and the task fails with badURL")
+    func injectedHostNameThroughProxy() async throws {
+        let received = Mutex<[UInt8]>([])
+        let scriptsEnded = Mutex(0)
+        let proxy = try ScriptedServer { connection in
+            // Until the client closes (or 10 s): every byte it sent.
+            let bytes = connection.readToEOF(timeout: 10)
+            received.withLock { $0 += bytes }
+            scriptsEnded.withLock { $0 += 1 }
+        }
+        defer { proxy.stop() }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.connectionProxyDictionary = TestProxies.http(proxy.port)
+        let recorder = Recorder()
+        let session = URLSession(configuration: configuration, delegate: recorder, delegateQueue: nil)
+        defer { session.invalidateAndCancel() }
+        let task = session.streamTask(withHostName: "127.0.0.1\r\nX-Injected: yes\r\n", port: 443)
+        task.resume()
+        await #expect {
+            _ = try await task.readData(ofMinLength: 1, maxLength: 10, timeout: 30)
+        } throws: { ($0 as? URLError)?.code == .badURL }
+        #expect(await pollUntil { recorder.snapshot.completed.count == 1 })
+        #expect((recorder.snapshot.completed.first as? URLError)?.code == .badURL)
+        #expect(await pollUntil(timeout: .seconds(30)) { scriptsEnded.withLock { $0 } == proxy.connectionCount })
+        #expect(received.withLock { $0 }.isEmpty, "the proxy got: \(String(decoding: received.withLock { $0 }, as: UTF8.self))")
+    }
+
     @Test("through the session's SOCKS5 proxy: the proxy connects to the host and the bytes pass")
     func throughSOCKS() async throws {
         let socks = try SOCKSProxyServer.shared()

@@ -3,6 +3,10 @@
 #ifndef C_COURIER_LINUX_H
 #define C_COURIER_LINUX_H
 
+// For struct ucred (SO_PEERCRED).
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -37,6 +41,14 @@ static const int courier_SOCK_NONBLOCK = SOCK_NONBLOCK;
 static const int courier_SOCK_CLOEXEC = SOCK_CLOEXEC;
 static const int courier_SOCK_STREAM = SOCK_STREAM;
 static const int courier_MSG_NOSIGNAL = MSG_NOSIGNAL;
+
+/// The user id of the process at the other end of a connected Unix socket, or -1.
+static inline long long courier_peer_uid(int fd) {
+    struct ucred credentials;
+    socklen_t length = sizeof(credentials);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
+    return (long long)credentials.uid;
+}
 
 /// Reads the 64-bit payload of an epoll event (the struct is packed on x86-64, which Swift
 /// cannot always read field by field).
