@@ -153,6 +153,8 @@ let package = Package(
         // Makes a background session in a process of its own, for the tests of sessions that
         // outlive their process.
         .executableTarget(name: "courier-background-probe", dependencies: ["Courier"], path: "Tests/CourierBackgroundProbe"),
+        // Runs one download task, for the test that fills the disk under it.
+        .executableTarget(name: "courier-download-probe", dependencies: ["Courier"], path: "Tests/CourierDownloadProbe"),
         .executableTarget(name: "courier-autobahn", dependencies: ["Courier"], path: "Tests/CourierAutobahn"),
         .testTarget(
             name: "IntegrationTests",

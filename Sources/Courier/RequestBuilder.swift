@@ -56,13 +56,17 @@ enum RequestBuilder {
         for (name, value) in configuration.additionalHeaderFields where !callerHas(name) && !fields.contains(name) {
             fields.append(name: name, value: value)
         }
-        if !fields.contains("User-Agent") { fields.append(name: "User-Agent", value: userAgent) }
-        if !fields.contains("Accept") { fields.append(name: "Accept", value: "*/*") }
-        if !fields.contains("Accept-Language") { fields.append(name: "Accept-Language", value: acceptLanguage) }
-        if !fields.contains("Accept-Encoding") { fields.append(name: "Accept-Encoding", value: acceptEncoding) }
+        let omitted = configuration.courierOmittedDefaultFields
+        func adds(_ name: String) -> Bool {
+            !fields.contains(name) && (omitted.isEmpty || !omitted.contains { $0.caseInsensitiveCompare(name) == .orderedSame })
+        }
+        if adds("User-Agent") { fields.append(name: "User-Agent", value: userAgent) }
+        if adds("Accept") { fields.append(name: "Accept", value: "*/*") }
+        if adds("Accept-Language") { fields.append(name: "Accept-Language", value: acceptLanguage) }
+        if adds("Accept-Encoding") { fields.append(name: "Accept-Encoding", value: acceptEncoding) }
 
         let body = try makeBody(request, source: source, url: url)
-        if case .empty = body {} else if method == .post && !fields.contains("Content-Type") {
+        if case .empty = body {} else if method == .post && adds("Content-Type") {
             // As Apple does: a form is assumed when a POST body says nothing of its type.
             fields.append(name: "Content-Type", value: "application/x-www-form-urlencoded")
         }

@@ -124,6 +124,13 @@ open class URLSession: NSObject, @unchecked Sendable {
         transportConfiguration.tls.minimumVersion = frozen.tlsMinimumSupportedProtocolVersion.tlsVersion ?? .tls1_2
         transportConfiguration.tls.maximumVersion = frozen.tlsMaximumSupportedProtocolVersion.tlsVersion
         transportConfiguration.http2PriorKnowledge = frozen.http2PriorKnowledge
+        if frozen.courierHTTP1Only {
+            transportConfiguration.tls.applicationProtocols = ["http/1.1"]
+            transportConfiguration.http2PriorKnowledge = false
+        }
+        if let connectTimeout = frozen.courierConnectTimeout {
+            transportConfiguration.connectTimeout = RequestBuilder.duration(connectTimeout)
+        }
         let security = SessionSecurity()
         transportConfiguration.securityDelegate = security
         self.loader = HTTPTransport(configuration: transportConfiguration)

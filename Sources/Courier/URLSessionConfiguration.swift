@@ -71,6 +71,17 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     open var courierMaximumRetryAfterDelay: TimeInterval = 0
     /// Courier extension: retries one task may make under ``courierMaximumRetryAfterDelay``; 2 by default.
     open var courierMaximumRetryAttempts = 2
+    /// Courier extension: names of the fields Courier adds to a request that does not set them
+    /// (`User-Agent`, `Accept`, `Accept-Language`, `Accept-Encoding`, and `Content-Type` on a
+    /// POST body) which this session leaves out instead, compared ignoring case. Empty by
+    /// default. Leaving out `Accept-Encoding` means the server sends bodies as they are.
+    open var courierOmittedDefaultFields: Set<String> = []
+    /// Courier extension: offer only HTTP/1.1 in TLS (no `h2` in ALPN) and never use HTTP/2
+    /// by prior knowledge. False by default.
+    open var courierHTTP1Only = false
+    /// Courier extension: seconds allowed for making a connection (name resolution, TCP, a
+    /// proxy's tunnel and TLS). Nil by default: `timeoutIntervalForRequest` bounds it.
+    open var courierConnectTimeout: TimeInterval?
     /// Where the session finds credentials for challenges and keeps the ones that worked:
     /// ``URLCredentialStorage/shared`` for a default configuration, a new storage in memory for
     /// each ephemeral one. Nil: no storage. A copy of the configuration (and so a session made
@@ -188,6 +199,9 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
         copy.courierLogger = courierLogger
         copy.courierMaximumRetryAfterDelay = courierMaximumRetryAfterDelay
         copy.courierMaximumRetryAttempts = courierMaximumRetryAttempts
+        copy.courierOmittedDefaultFields = courierOmittedDefaultFields
+        copy.courierHTTP1Only = courierHTTP1Only
+        copy.courierConnectTimeout = courierConnectTimeout
         copy.urlCredentialStorage = urlCredentialStorage
         copy.connectionProxyDictionary = connectionProxyDictionary
         copy.httpCookieStorage = httpCookieStorage

@@ -11,7 +11,8 @@ struct CourierCommand: AsyncParsableCommand {
         With no URL, courier starts a small HTTP server on 127.0.0.1 and shows a few requests \
         against it: a first request, keep-alive reuse, an upload echoed back, a chunked response \
         and a 404.
-        """
+        """,
+        version: "courier \(Courier.version) (Courier URLSession on its own stack: HTTP/1.1, HTTP/2, TLS 1.2-1.3, gzip, deflate, br, cookies, proxies (HTTP, SOCKS5), WebSocket)"
     )
 
     @Argument(help: "The URL to fetch. Omit it to run the local demo.")
@@ -28,9 +29,6 @@ struct CourierCommand: AsyncParsableCommand {
 
     @Option(name: [.customShort("H"), .customLong("header")], help: "A request header, \"Name: value\". Repeatable.")
     var headers: [String] = []
-
-    @Option(name: [.customShort("d"), .customLong("data")], help: "Send this body (POST unless -X says otherwise); @FILE sends a file.")
-    var data: String?
 
     @Flag(name: .shortAndLong, help: "Print the request and response heads on standard error.")
     var verbose = false
@@ -78,6 +76,10 @@ struct CourierCommand: AsyncParsableCommand {
 
     @OptionGroup var outputOptions: OutputOptions
 
+    @OptionGroup var requestOptions: RequestOptions
+
+    @OptionGroup var reportOptions: ReportOptions
+
     /// The cookie storage of -b FILE and -c (nil without them); -b NAME=VALUE sets the
     /// request's Cookie field instead.
     func cookieEngine(for request: inout URLRequest) throws -> HTTPCookieStorage? {
@@ -123,38 +125,50 @@ struct CourierCommand: AsyncParsableCommand {
             try await Demo.run()
             return
         }
-        guard var parsed = URL(string: url), parsed.scheme != nil else {
-            throw ValidationError("not a URL: \(url)")
+        do {
+            try await transfer(url)
+        } catch let failure as CLIFailure {
+            reportOptions.complain(failure.message)
+            throw ExitCode(failure.code)
+        }
+    }
+
+    private func transfer(_ url: String) async throws {
+        guard var parsed = URL(string: url), let scheme = parsed.scheme, parsed.host() != nil || scheme == "file" || scheme == "data" else {
+            throw CLIFailure(message: "URL using bad/illegal format or missing URL: \(url)", code: 3)
         }
         parsed = outputOptions.uploadURL(parsed)
         var request = URLRequest(url: parsed)
+        var omitted: Set<String> = requestOptions.compressed ? [] : ["Accept-Encoding", "Accept-Language"]
         for header in headers {
+            // curl's forms: "Name: value"; "Name:" removes the field; "Name;" sends it empty.
+            if header.hasSuffix(";"), !header.contains(":") {
+                request.addValue("", forHTTPHeaderField: String(header.dropLast()).trimmingCharacters(in: .whitespaces))
+                continue
+            }
             guard let colon = header.firstIndex(of: ":") else {
-                throw ValidationError("a header must look like \"Name: value\": \(header)")
+                throw ValidationError("a header must look like \"Name: value\", \"Name:\" or \"Name;\": \(header)")
             }
             let name = header[..<colon].trimmingCharacters(in: .whitespaces)
             let value = header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            if value.isEmpty {
+                omitted.insert(name)
+                request.setValue(nil, forHTTPHeaderField: name)
+                continue
+            }
             request.addValue(value, forHTTPHeaderField: name)
         }
         var uploadFile: URL?
-        if let data {
-            if data.hasPrefix("@") {
-                uploadFile = URL(fileURLWithPath: String(data.dropFirst()))
-                guard FileManager.default.isReadableFile(atPath: uploadFile!.path) else {
-                    throw ValidationError("cannot read \(uploadFile!.path)")
-                }
-            } else {
-                request.httpBody = Data(data.utf8)
-            }
-            request.httpMethod = "POST"
-        }
         if let upload = outputOptions.uploadFile {
-            if data != nil { throw ValidationError("-T and -d exclude each other") }
+            if requestOptions.hasBody { throw ValidationError("-T and -d exclude each other") }
             uploadFile = URL(fileURLWithPath: upload)
-            guard FileManager.default.isReadableFile(atPath: upload) else { throw ValidationError("cannot read \(upload)") }
+            guard FileManager.default.isReadableFile(atPath: upload) else {
+                throw CLIFailure(message: "cannot read \(upload)", code: 26)
+            }
             request.httpMethod = "PUT"
         }
-        if let method { request.httpMethod = method }
+        try requestOptions.apply(to: &request, explicitMethod: method)
+        parsed = request.url ?? parsed
         if let maxTime { request.timeoutInterval = maxTime }
         var trust = TrustPolicy.system
         if insecure {
@@ -175,21 +189,34 @@ struct CourierCommand: AsyncParsableCommand {
             request.setValue("Basic \(token)", forHTTPHeaderField: "Authorization")
         }
 
-        let sink: OutputSink
-        do {
-            sink = OutputSink(try outputOptions.destination(output: output, url: parsed, request: &request))
-        } catch let failure as CLIFailure {
-            FileHandle.standardError.write(Data("courier: \(failure.message)\n".utf8))
-            throw ExitCode(failure.code)
+        try reportOptions.prepareDirectory(for: output)
+        if let dumpHeader = reportOptions.dumpHeader { try reportOptions.prepareDirectory(for: dumpHeader) }
+        let sink = OutputSink(try outputOptions.destination(output: output.map(reportOptions.place), url: parsed, request: &request, directory: reportOptions.outputDirectory))
+        var headerDump: OutputSink?
+        if let dumpHeader = reportOptions.dumpHeader {
+            if dumpHeader == "-" {
+                headerDump = OutputSink(handle: .standardOutput)
+            } else {
+                let path = reportOptions.place(dumpHeader)
+                guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
+                    throw CLIFailure(message: "cannot write \(path)", code: 23)
+                }
+                headerDump = OutputSink(handle: handle)
+            }
         }
         let configuration = URLSessionConfiguration.ephemeral
+        configuration.courierOmittedDefaultFields = omitted
+        try requestOptions.apply(to: configuration)
         let proxyChoice = try proxyOptions.apply(to: configuration, url: parsed)
         if verbose, let proxy = proxyChoice.proxy {
             FileHandle.standardError.write(Data("* Using proxy \(proxy) (from \(proxyChoice.source))\n".utf8))
         }
+        let behaviour = Transfer.Behaviour(
+            failsWithoutBody: fail && !reportOptions.failWithBody, maximumRedirects: requestOptions.maxRedirects, headerDump: headerDump
+        )
         let transfer = Transfer(
-            sink: sink, include: include, verbose: verbose, trust: trust, followsRedirects: location,
-            authentication: authentication, proxyCredential: proxyChoice.credential
+            sink: sink, include: include || requestOptions.head, verbose: verbose, trust: trust, followsRedirects: location,
+            authentication: authentication, proxyCredential: proxyChoice.credential, behaviour: behaviour
         )
         if let maxTime { configuration.timeoutIntervalForResource = maxTime }
         // As curl: no cookie engine unless -b FILE or -c asks for one (a cookie set on a
@@ -201,31 +228,38 @@ struct CourierCommand: AsyncParsableCommand {
         let task = uploadFile.map { session.uploadTask(with: request, fromFile: $0) } ?? session.dataTask(with: request)
         let outcome = await transfer.run(task)
         session.finishTasksAndInvalidate()
-        sink.close()
+        let closeFailure = sink.close()
+        _ = headerDump?.close()
         if let cookieJar, let cookieStorage {
             do {
                 try CookieFile.write(cookieStorage.cookies ?? [], to: cookieJar)
             } catch {
-                FileHandle.standardError.write(Data("courier: \(error)\n".utf8))
-                throw ExitCode(23)
+                throw CLIFailure(message: "\(error)", code: 23)
             }
         }
-        if let failure = outcome.outputFailure {
-            FileHandle.standardError.write(Data("courier: \(failure.message)\n".utf8))
-            throw ExitCode(failure.code)
-        }
-        if let trustFailure = outcome.trustFailure {
-            FileHandle.standardError.write(Data("courier: the server certificate is not trusted by \(caCertificates ?? "the given CA file"): \(trustFailure)\n".utf8))
-            throw ExitCode(1)
-        }
-        if let error = outcome.error {
+        // The first reason wins, as curl reports one.
+        var failure: CLIFailure?
+        if let output = outcome.outputFailure ?? closeFailure {
+            failure = CLIFailure(message: output.message, code: output.code)
+        } else if let trustFailure = outcome.trustFailure {
+            failure = CLIFailure(message: "SSL certificate problem: the server certificate is not trusted by \(caCertificates ?? "the given CA file"): \(trustFailure)", code: 60)
+        } else if outcome.tooManyRedirects {
+            failure = CLIFailure(message: "Maximum (\(requestOptions.maxRedirects ?? 0)) redirects followed", code: 47)
+        } else if let status = outcome.failedStatus {
+            failure = CLIFailure(message: "The requested URL returned error: \(status)", code: 22)
+        } else if let error = outcome.error {
             let code = (error as? URLError)?.code.rawValue ?? 0
-            FileHandle.standardError.write(Data("courier: \(error.localizedDescription) (URLError \(code))\n".utf8))
-            throw ExitCode(1)
+            failure = CLIFailure(message: "\(error.localizedDescription) (URLError \(code))", code: curlExitCode(for: error, receivedResponse: outcome.response != nil))
+        } else if fail || reportOptions.failWithBody, let status = outcome.status, status >= 400 {
+            failure = CLIFailure(message: "The requested URL returned error: \(status)", code: 22)
         }
-        if fail, let status = outcome.status, status >= 400 {
-            FileHandle.standardError.write(Data("courier: the server answered \(status)\n".utf8))
-            throw ExitCode(22)
+        let report = WriteOutReport(
+            response: outcome.response, effectiveURL: outcome.effectiveURL ?? task.currentRequest?.url, metrics: outcome.metrics,
+            bytesDownloaded: outcome.bytesDownloaded, redirects: outcome.redirects, exitCode: failure?.code ?? 0, errorMessage: failure?.message ?? ""
+        )
+        if let text = try reportOptions.writeOutText(report) {
+            FileHandle.standardOutput.write(Data(text.utf8))
         }
+        if let failure { throw failure }
     }
 }

@@ -10,9 +10,12 @@ final class OutputSink: @unchecked Sendable {
     /// Where the body is to go.
     enum Destination {
         case handle(FileHandle)
+        /// `-o FILE`: created (or emptied) when the response arrives, so a transfer that gets
+        /// none leaves no file, as with curl.
+        case file(String)
         /// `-O`: the URL's last path segment, in the current directory; with `-J`, the
         /// response's Content-Disposition file name when it has one.
-        case remoteName(fromURL: String, useHeaderName: Bool)
+        case remoteName(fromURL: String, useHeaderName: Bool, directory: String?)
         /// `-C -`: append to `path` from `offset`, which only a 206 whose range starts there
         /// allows.
         case resume(path: String, offset: Int64)
@@ -23,6 +26,8 @@ final class OutputSink: @unchecked Sendable {
         var handle: FileHandle?
         var early = Data()
         var written: String?
+        /// The first write error: later writes are not attempted.
+        var failure: (message: String, code: Int32)?
     }
 
     private let state: Mutex<State>
@@ -48,16 +53,25 @@ final class OutputSink: @unchecked Sendable {
             switch state.destination {
             case .handle(let given):
                 handle = given
-            case .remoteName(let fromURL, let useHeaderName):
+            case .file(let path):
+                guard FileManager.default.createFile(atPath: path, contents: nil), let opened = FileHandle(forWritingAtPath: path) else {
+                    return ("cannot write \(path): \(String(cString: strerror(errno)))", 23)
+                }
+                handle = opened
+                state.written = path
+            case .remoteName(let fromURL, let useHeaderName, let directory):
                 var name = fromURL
+                var namedByServer = false
                 if useHeaderName, let http = response as? HTTPURLResponse,
                    let disposition = http.value(forHTTPHeaderField: "Content-Disposition"),
                    let headerName = Self.fileName(fromContentDisposition: disposition) {
                     name = headerName
-                    // As curl's -J: a name from the server never replaces a file.
-                    if FileManager.default.fileExists(atPath: name) {
-                        return ("refusing to overwrite \(name), named by the server's Content-Disposition", 23)
-                    }
+                    namedByServer = true
+                }
+                if let directory { name = (directory as NSString).appendingPathComponent(name) }
+                // As curl's -J: a name from the server never replaces a file.
+                if namedByServer, FileManager.default.fileExists(atPath: name) {
+                    return ("refusing to overwrite \(name), named by the server's Content-Disposition", 23)
                 }
                 guard FileManager.default.createFile(atPath: name, contents: nil), let opened = FileHandle(forWritingAtPath: name) else {
                     return ("cannot write \(name)", 23)
@@ -87,23 +101,69 @@ final class OutputSink: @unchecked Sendable {
             }
             state.handle = handle
             if !state.early.isEmpty {
-                handle.write(state.early)
+                let early = state.early
                 state.early = Data()
+                return Self.write(early, to: handle, in: &state)
             }
             return nil
         }
     }
 
-    func write(_ data: Data) {
+    /// Writes body bytes; nil, or why they could not be written (curl's exit code 23). After a
+    /// failure nothing more is written: the caller stops the transfer.
+    func write(_ data: Data) -> (message: String, code: Int32)? {
         state.withLock { state in
-            if let handle = state.handle { handle.write(data) } else { state.early.append(data) }
+            guard let handle = state.handle else {
+                state.early.append(data)
+                return nil
+            }
+            return Self.write(data, to: handle, in: &state)
         }
     }
 
-    func close() {
-        state.withLock { state in
-            if let handle = state.handle, handle !== FileHandle.standardOutput { try? handle.close() }
+    /// A write that reports the system's error (a full disk, a closed pipe), where
+    /// `FileHandle.write(_:)` drops it and the bytes with it.
+    private static func write(_ data: Data, to handle: FileHandle, in state: inout State) -> (message: String, code: Int32)? {
+        if let failed = state.failure { return failed }
+        do {
+            try handle.write(contentsOf: data)
+            return nil
+        } catch {
+            let failure = (message: "write error on \(state.written ?? Self.describe(handle)): \(Self.reason(error))", code: Int32(23))
+            state.failure = failure
+            return failure
         }
+    }
+
+    /// Closes a file destination; nil, or why its last bytes may not have reached the disk.
+    func close() -> (message: String, code: Int32)? {
+        state.withLock { state in
+            guard let handle = state.handle, handle !== FileHandle.standardOutput else { return nil }
+            state.handle = nil
+            do {
+                try handle.synchronize()
+                try handle.close()
+                return nil
+            } catch {
+                if state.failure != nil { return nil }
+                return ("write error on \(state.written ?? Self.describe(handle)): \(Self.reason(error))", 23)
+            }
+        }
+    }
+
+    private static func describe(_ handle: FileHandle) -> String {
+        handle === FileHandle.standardOutput ? "standard output" : "the output file"
+    }
+
+    /// The system's words for a write error (`No space left on device`), without Foundation's
+    /// wrapping.
+    private static func reason(_ error: any Error) -> String {
+        let nsError = error as NSError
+        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+            return String(cString: strerror(Int32(underlying.code)))
+        }
+        if nsError.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(nsError.code))) }
+        return nsError.localizedDescription
     }
 
     /// The file name of a Content-Disposition value (`filename=`, quoted or not), reduced to
@@ -151,7 +211,7 @@ struct OutputOptions: ParsableArguments {
     var uploadFile: String?
 
     /// The destination for the body, given `-o`; sets the request's Range for `-r` and `-C`.
-    func destination(output: String?, url: URL, request: inout URLRequest) throws -> OutputSink.Destination {
+    func destination(output: String?, url: URL, request: inout URLRequest, directory: String? = nil) throws -> OutputSink.Destination {
         if remoteHeaderName && !remoteName { throw ValidationError("-J needs -O") }
         if remoteName && output != nil { throw ValidationError("-O and -o exclude each other") }
         if let range {
@@ -178,13 +238,8 @@ struct OutputOptions: ParsableArguments {
                 return .resume(path: path, offset: size)
             }
         }
-        if let remoteFile { return .remoteName(fromURL: remoteFile, useHeaderName: remoteHeaderName) }
-        if let output {
-            guard FileManager.default.createFile(atPath: output, contents: nil), let handle = FileHandle(forWritingAtPath: output) else {
-                throw ValidationError("cannot write \(output)")
-            }
-            return .handle(handle)
-        }
+        if let remoteFile { return .remoteName(fromURL: remoteFile, useHeaderName: remoteHeaderName, directory: directory) }
+        if let output, output != "-" { return .file(output) }
         return .handle(.standardOutput)
     }
 

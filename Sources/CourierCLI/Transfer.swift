@@ -11,6 +11,23 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         var trustFailure: String?
         /// Why the body could not go where -o, -O, -J or -C said: the message and curl's exit code.
         var outputFailure: (message: String, code: Int32)?
+        /// Body bytes received (for -w's size_download).
+        var bytesDownloaded: Int64 = 0
+        /// Redirects followed, and whether --max-redirs stopped one.
+        var redirects = 0
+        var tooManyRedirects = false
+        /// -f stopped the transfer at a status of 400 or above.
+        var failedStatus: Int?
+        var metrics: URLSessionTaskMetrics?
+        var response: HTTPURLResponse?
+        var effectiveURL: URL?
+    }
+
+    /// What the transfer does beyond the body: -f (without a body), --max-redirs, -D.
+    struct Behaviour {
+        var failsWithoutBody = false
+        var maximumRedirects: Int?
+        var headerDump: OutputSink?
     }
 
     private let sink: OutputSink
@@ -21,6 +38,7 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     private let authentication: Authentication?
     /// The credential of --proxy-user (or of the proxy URL) for an HTTP proxy's 407.
     private let proxyCredential: URLCredential?
+    private let behaviour: Behaviour
     private let state = Mutex<(outcome: Outcome, continuation: CheckedContinuation<Outcome, Never>?)>((Outcome(), nil))
 
     /// The credential of `-u` and how it is offered.
@@ -50,7 +68,11 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         }
     }
 
-    init(sink: OutputSink, include: Bool, verbose: Bool, trust: TrustPolicy, followsRedirects: Bool, authentication: Authentication?, proxyCredential: URLCredential? = nil) {
+    init(
+        sink: OutputSink, include: Bool, verbose: Bool, trust: TrustPolicy, followsRedirects: Bool, authentication: Authentication?,
+        proxyCredential: URLCredential? = nil, behaviour: Behaviour = Behaviour()
+    ) {
+        self.behaviour = behaviour
         self.authentication = authentication
         self.proxyCredential = proxyCredential
         self.sink = sink
@@ -66,6 +88,21 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             completionHandler(nil)
             return
         }
+        dumpHead(of: response)
+        let stopped = state.withLock { state -> Bool in
+            if let maximum = behaviour.maximumRedirects, state.outcome.redirects >= maximum {
+                state.outcome.tooManyRedirects = true
+                return true
+            }
+            state.outcome.redirects += 1
+            return false
+        }
+        if stopped {
+            // As curl: past --max-redirs the transfer stops (exit 47), nothing of it written.
+            completionHandler(nil)
+            task.cancel()
+            return
+        }
         if verbose {
             if let sent = task.requestAsSent {
                 FileHandle.standardError.write(Data(Self.describe(sent, version: response.httpVersion).map { "> \($0)\n" }.joined().appending(">\n").utf8))
@@ -73,7 +110,12 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             let head = Self.describe(response).map { "< \($0)\n" }.joined()
             FileHandle.standardError.write(Data((head + "<\n* Issue another request to this URL: '\(request.url?.absoluteString ?? "")'\n").utf8))
         }
-        if include { sink.write(Data((Self.describe(response).joined(separator: "\r\n") + "\r\n\r\n").utf8)) }
+        if include, let failure = sink.write(Data((Self.describe(response).joined(separator: "\r\n") + "\r\n\r\n").utf8)) {
+            state.withLock { $0.outcome.outputFailure = failure }
+            completionHandler(nil)
+            task.cancel()
+            return
+        }
         completionHandler(request)
     }
 
@@ -142,6 +184,24 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         if verbose, let request = dataTask.requestAsSent {
             FileHandle.standardError.write(Data(Self.describe(request, version: version).map { "> \($0)\n" }.joined().appending(">\n").utf8))
         }
+        // A redirect past --max-redirs arrives here as the answer: it is not written.
+        if state.withLock({ $0.outcome.tooManyRedirects }) {
+            completionHandler(.cancel)
+            return
+        }
+        if let http = response as? HTTPURLResponse {
+            dumpHead(of: http)
+            state.withLock { state in
+                state.outcome.response = http
+                state.outcome.effectiveURL = http.url
+            }
+            if behaviour.failsWithoutBody && http.statusCode >= 400 {
+                // As curl's -f: nothing of an error's body is written.
+                state.withLock { $0.outcome.failedStatus = http.statusCode }
+                completionHandler(.cancel)
+                return
+            }
+        }
         if let failure = sink.prepare(for: response) {
             state.withLock { $0.outcome.outputFailure = failure }
             completionHandler(.cancel)
@@ -151,16 +211,35 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             state.withLock { $0.outcome.status = http.statusCode }
             let head = Self.describe(http)
             if verbose { FileHandle.standardError.write(Data(head.map { "< \($0)\n" }.joined().appending("<\n").utf8)) }
-            if include { sink.write(Data((head.joined(separator: "\r\n") + "\r\n\r\n").utf8)) }
+            if include, let failure = sink.write(Data((head.joined(separator: "\r\n") + "\r\n\r\n").utf8)) {
+                state.withLock { $0.outcome.outputFailure = failure }
+                completionHandler(.cancel)
+                return
+            }
         }
         completionHandler(.allow)
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        sink.write(data)
+        state.withLock { $0.outcome.bytesDownloaded += Int64(data.count) }
+        // As curl: a body that cannot be written stops the transfer (exit code 23), rather than
+        // reading on into nowhere.
+        if let failure = sink.write(data) {
+            state.withLock { state in
+                if state.outcome.outputFailure == nil { state.outcome.outputFailure = failure }
+            }
+            dataTask.cancel()
+        }
+    }
+
+    /// -D: each response head as it came, redirects' too.
+    private func dumpHead(of response: HTTPURLResponse) {
+        guard let dump = behaviour.headerDump else { return }
+        _ = dump.write(Data((Self.describe(response).joined(separator: "\r\n") + "\r\n\r\n").utf8))
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {
+        state.withLock { $0.outcome.metrics = metrics }
         guard verbose else { return }
         for transaction in metrics.transactionMetrics {
             var line = "* \(transaction.networkProtocolName ?? "?")"

@@ -65,6 +65,27 @@ struct CLITransferTests {
         #expect(try Data(contentsOf: named) == Data("mine".utf8))
     }
 
+    var courierExecutable: URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("courier")
+    }
+
+    @Test("a full disk under -o fails with curl's 23 and the system's reason, instead of exiting 0 with the bytes lost")
+    func fullDiskOutputFile() throws {
+        let run = try FullFileSystem.run(courierExecutable, ["-o", "{FULL}/out", nginx.url("/files/1m.bin").absoluteString])
+        #expect(run.status == 23, "\(run.stderr)")
+        #expect(run.stderr.contains("write error on "), "\(run.stderr)")
+        #expect(run.stderr.contains(String(cString: strerror(ENOSPC))), "\(run.stderr)")
+        #expect(run.leftovers == ["out"], "as curl, the part written stays")
+    }
+
+    @Test("a full disk behind standard output fails with curl's 23 too")
+    func fullDiskStandardOutput() throws {
+        let run = try FullFileSystem.run(courierExecutable, [nginx.url("/files/1m.bin").absoluteString], stdoutIntoFullFolder: true)
+        #expect(run.status == 23, "\(run.stderr)")
+        #expect(run.stderr.contains("write error on standard output"), "\(run.stderr)")
+        #expect(run.stderr.contains(String(cString: strerror(ENOSPC))), "\(run.stderr)")
+    }
+
     @Test("-O with a URL that names no file fails with curl's 23")
     func remoteNameWithoutName() throws {
         let run = try courier(["-O", nginx.url("/").absoluteString], in: scratch())

@@ -224,6 +224,17 @@ struct DownloadTests {
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 
+    @Test("a full disk (a tmpfs with no room, ENOSPC from the kernel) fails the download with .cannotWriteToFile, saying why, and leaves no partial file")
+    func fullDisk() throws {
+        let probe = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("courier-download-probe")
+        try #require(FileManager.default.isExecutableFile(atPath: probe.path), "courier-download-probe is built with the tests")
+        let run = try FullFileSystem.run(probe, [nginx.url("/files/1m.bin").absoluteString])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.hasPrefix("error \(URLError.Code.cannotWriteToFile.rawValue) "), "\(run.stdout)")
+        #expect(run.stdout.contains(String(cString: strerror(ENOSPC))), "\(run.stdout)")
+        #expect(run.leftovers.isEmpty, "the partial download was removed: \(run.leftovers)")
+    }
+
     @Test("a directory where no file can be made fails the task with .cannotCreateFile", .exclusiveDownloadFiles)
     func createFailure() async throws {
         let session = URLSession(configuration: .uncached)

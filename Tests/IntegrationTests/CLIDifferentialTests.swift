@@ -1,0 +1,205 @@
+import Foundation
+import Synchronization
+import Testing
+import _CourierTestSupport
+
+/// One command line run twice, by Debian's curl and by courier, against the same local servers:
+/// exit status, standard output and the files written must agree. For nginx's `/echo`, which
+/// answers with what it received as JSON, "standard output agrees" means the request agrees:
+/// method, target, query, body, and the fields the case names (User-Agent and the fields each
+/// client adds by itself differ by design).
+struct DifferentialCase: CustomTestStringConvertible, Sendable {
+    enum Output: Sendable {
+        /// Byte for byte.
+        case exact
+        /// An `/echo` answer: the request's method, target, query, body, and these fields.
+        case echo(fields: [String])
+        /// The first line only (a status line: the rest of a head differs in Date and order).
+        case firstLine
+    }
+
+    var name: String
+    /// Arguments; `{BASE}` is nginx's `http://127.0.0.1:PORT`, `{RAW}` the scripted server's,
+    /// `{CLOSED}` a port nobody listens on, `{FILE}` a file with two lines.
+    var arguments: [String]
+    var output: Output = .exact
+    /// Files written in the working directory, compared by name and bytes (or first line).
+    var filesFirstLineOnly = false
+    /// Standard input for both.
+    var input: Data?
+
+    var testDescription: String { name }
+
+    static let all: [DifferentialCase] = [
+        DifferentialCase(name: "a plain GET", arguments: ["{BASE}/files/hello.txt"]),
+        DifferentialCase(name: "-o FILE", arguments: ["-o", "out.txt", "{BASE}/files/hello.txt"]),
+        DifferentialCase(name: "-o - is standard output", arguments: ["-o", "-", "{BASE}/files/hello.txt"]),
+        DifferentialCase(name: "-O", arguments: ["-O", "{BASE}/files/64k.bin"]),
+        DifferentialCase(name: "--output-dir with -O", arguments: ["--create-dirs", "--output-dir", "sub", "-O", "{BASE}/files/hello.txt"]),
+        DifferentialCase(name: "--create-dirs for -o", arguments: ["--create-dirs", "-o", "a/b/out.txt", "{BASE}/files/hello.txt"]),
+        DifferentialCase(name: "-o into a missing directory: 23, no file", arguments: ["-s", "-o", "missing/out.txt", "{BASE}/files/hello.txt"]),
+        DifferentialCase(name: "-I: HEAD, the head only", arguments: ["-I", "{BASE}/files/hello.txt"], output: .firstLine),
+        DifferentialCase(name: "-i: the head, then the body", arguments: ["-i", "{BASE}/status/201"], output: .firstLine),
+        DifferentialCase(name: "-f on a 404: 22, nothing written", arguments: ["-s", "-f", "{BASE}/status/404"]),
+        DifferentialCase(name: "--fail-with-body on a 404: 22, the body written", arguments: ["-s", "--fail-with-body", "{BASE}/status/404"]),
+        DifferentialCase(name: "without -f a 500 is a success", arguments: ["{BASE}/status/500"]),
+        DifferentialCase(name: "-d twice: joined with &, a form POST", arguments: ["-d", "a=1", "-d", "b=two", "{BASE}/echo"], output: .echo(fields: ["Content-Type", "Content-Length"])),
+        DifferentialCase(name: "-d @FILE drops line ends", arguments: ["-d", "@{FILE}", "{BASE}/echo"], output: .echo(fields: ["Content-Type"])),
+        DifferentialCase(name: "--data-binary @FILE keeps them", arguments: ["--data-binary", "@{FILE}", "{BASE}/echo"], output: .echo(fields: ["Content-Type"])),
+        DifferentialCase(name: "-d @- reads standard input", arguments: ["-d", "@-", "{BASE}/echo"], output: .echo(fields: []), input: Data("from\nstdin\n".utf8)),
+        DifferentialCase(name: "--data-raw keeps a leading @", arguments: ["--data-raw", "@not-a-file", "{BASE}/echo"], output: .echo(fields: [])),
+        DifferentialCase(name: "--data-urlencode NAME=CONTENT", arguments: ["--data-urlencode", "q=a b&c/d", "--data-urlencode", "plain text", "{BASE}/echo"], output: .echo(fields: [])),
+        DifferentialCase(name: "-G puts the data in the query of a GET", arguments: ["-G", "-d", "q=1", "-d", "r=2", "{BASE}/echo?x=0"], output: .echo(fields: [])),
+        DifferentialCase(name: "--json: the body, Content-Type and Accept", arguments: ["--json", "{\"a\":1}", "{BASE}/echo"], output: .echo(fields: ["Content-Type", "Accept"])),
+        DifferentialCase(name: "-X PUT with -d", arguments: ["-X", "PUT", "-d", "x=1", "{BASE}/echo"], output: .echo(fields: ["Content-Type"])),
+        DifferentialCase(name: "-T FILE: a PUT of the file", arguments: ["-T", "{FILE}", "{BASE}/echo"], output: .echo(fields: [])),
+        DifferentialCase(name: "-H adds, Name: removes, Name; sends empty", arguments: ["-H", "X-Test: yes", "-H", "Accept:", "-H", "X-Empty;", "{BASE}/echo"], output: .echo(fields: ["X-Test", "Accept", "X-Empty"])),
+        DifferentialCase(name: "-A and -e", arguments: ["-A", "agent/1.0", "-e", "http://referrer.invalid/", "{BASE}/echo"], output: .echo(fields: ["User-Agent", "Referer"])),
+        DifferentialCase(name: "no Accept-Encoding without --compressed", arguments: ["{BASE}/echo"], output: .echo(fields: ["Accept-Encoding", "Accept"])),
+        DifferentialCase(name: "--compressed decodes gzip", arguments: ["--compressed", "{BASE}/static-gz/repeated.txt"]),
+        DifferentialCase(name: "-r: a byte range", arguments: ["-r", "0-4", "{BASE}/files/hello.txt"]),
+        DifferentialCase(name: "a redirect without -L is the answer", arguments: ["{BASE}/redirect/302"]),
+        DifferentialCase(name: "-L follows redirects", arguments: ["-L", "{BASE}/redirect/hop1"]),
+        DifferentialCase(name: "--max-redirs 1 on two hops: 47", arguments: ["-s", "-L", "--max-redirs", "1", "{BASE}/redirect/hop1"]),
+        DifferentialCase(name: "-w with status, size and redirects", arguments: ["-s", "-o", "body", "-L", "-w", "%{http_code} %{size_download} %{num_redirects} %{content_type}\\n", "{BASE}/redirect/hop1"]),
+        DifferentialCase(name: "-w %{url_effective} after redirects", arguments: ["-s", "-o", "body", "-L", "-w", "%{url_effective}|%{response_code}|%%", "{BASE}/redirect/hop1"]),
+        DifferentialCase(name: "-D FILE: the response heads", arguments: ["-s", "-D", "heads.txt", "{BASE}/files/hello.txt"], filesFirstLineOnly: true),
+        DifferentialCase(name: "-u USER:PASSWORD answers Basic", arguments: ["-u", "{USER}", "{BASE}/basic/hello.txt"]),
+        DifferentialCase(name: "--http1.1", arguments: ["--http1.1", "{BASE}/files/hello.txt"]),
+        DifferentialCase(name: "a refused connection: 7", arguments: ["-s", "{CLOSED}/"]),
+        DifferentialCase(name: "a URL with no host: 3", arguments: ["-s", "http://"]),
+        DifferentialCase(name: "an empty reply: 52", arguments: ["-s", "{RAW}/empty"]),
+        DifferentialCase(name: "a body cut short: 18", arguments: ["-s", "{RAW}/short"]),
+        DifferentialCase(name: "-s -S still shows the error but exits the same", arguments: ["-s", "-S", "{CLOSED}/"]),
+    ]
+
+    init(name: String, arguments: [String], output: Output = .exact, filesFirstLineOnly: Bool = false, input: Data? = nil) {
+        self.name = name
+        self.arguments = arguments
+        self.output = output
+        self.filesFirstLineOnly = filesFirstLineOnly
+        self.input = input
+    }
+}
+
+@Suite("courier against curl")
+struct CLIDifferentialTests {
+    let nginx: NginxServer
+
+    init() throws {
+        nginx = try NginxServer.shared()
+    }
+
+    struct Run {
+        var status: Int32
+        var stdout: Data
+        var stderr: String
+        var files: [String: Data]
+    }
+
+    /// Runs `executable` in a new directory (holding the case's input file) and collects what
+    /// it wrote there.
+    func run(_ executable: URL, _ arguments: [String], input: Data?) throws -> Run {
+        let directory = TestRun.makeDirectory("differential")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let inputFile = directory.appendingPathComponent("input.txt")
+        try Data("line one\r\nline two\n".utf8).write(to: inputFile)
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments.map { $0.replacingOccurrences(of: "{FILE}", with: inputFile.path) }
+        process.currentDirectoryURL = directory
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
+        environment["HOME"] = directory.path
+        process.environment = environment
+        let out = Pipe()
+        let err = Pipe()
+        let inputPipe = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = inputPipe
+        try process.run()
+        inputPipe.fileHandleForWriting.write(input ?? Data())
+        try? inputPipe.fileHandleForWriting.close()
+        let errors = Mutex(Data())
+        let group = DispatchGroup()
+        DispatchQueue.global().async(group: group) {
+            let data = err.fileHandleForReading.readDataToEndOfFile()
+            errors.withLock { $0 = data }
+        }
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        process.waitUntilExit()
+        var files: [String: Data] = [:]
+        if let enumerator = FileManager.default.enumerator(atPath: directory.path) {
+            while let name = enumerator.nextObject() as? String {
+                let path = directory.appendingPathComponent(name).path
+                var isDirectory: ObjCBool = false
+                guard name != "input.txt", FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else { continue }
+                files[name] = FileManager.default.contents(atPath: path) ?? Data()
+            }
+        }
+        return Run(status: process.terminationStatus, stdout: stdout, stderr: String(decoding: errors.withLock { $0 }, as: UTF8.self), files: files)
+    }
+
+    /// The parts of an `/echo` answer both clients must agree on.
+    static func echoSummary(_ data: Data, fields: [String]) -> String {
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            return "not JSON: \(String(decoding: data, as: UTF8.self))"
+        }
+        let headers = (object["headers"] as? [String: Any]) ?? [:]
+        var lines = ["\(object["method"] ?? "") \(object["uri"] ?? "")?\(object["args"] ?? "")", "body \(object["bodyLength"] ?? "") \(object["bodySHA256"] ?? "")"]
+        for field in fields {
+            let value = headers.first { $0.key.caseInsensitiveCompare(field) == .orderedSame }?.value
+            lines.append("\(field): \(value.map { "\($0)" } ?? "(absent)")")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func firstLine(_ data: Data) -> String {
+        String(decoding: data, as: UTF8.self).components(separatedBy: "\r\n").first ?? ""
+    }
+
+    @Test("courier agrees with curl: exit status, standard output, files written", arguments: DifferentialCase.all)
+    func agrees(_ entry: DifferentialCase) throws {
+        let curl = URL(fileURLWithPath: "/usr/bin/curl")
+        try #require(FileManager.default.isExecutableFile(atPath: curl.path), "Debian's curl is installed by the test command")
+        let courier = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("courier")
+        try #require(FileManager.default.isExecutableFile(atPath: courier.path))
+        // A raw server for the replies nginx will not give: none at all, and a short body.
+        let raw = try ScriptedServer { connection in
+            guard let request = connection.readRequest() else { return }
+            if request.target == "/short" {
+                connection.write("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this")
+            }
+            connection.close()
+        }
+        defer { raw.stop() }
+        let user = NginxServer.basicUsers[0]
+        let arguments = entry.arguments.map {
+            $0.replacingOccurrences(of: "{BASE}", with: nginx.baseURL.absoluteString.trimmingCharacters(in: CharacterSet(charactersIn: "/")))
+                .replacingOccurrences(of: "{RAW}", with: "http://127.0.0.1:\(raw.port)")
+                .replacingOccurrences(of: "{CLOSED}", with: "http://127.0.0.1:\(freeLoopbackPort())")
+                .replacingOccurrences(of: "{USER}", with: "\(user.user):\(user.password)")
+        }
+        let expected = try run(curl, ["-q"] + arguments, input: entry.input)
+        let actual = try run(courier, arguments, input: entry.input)
+        let context = "curl: \(expected.status) \(expected.stderr) — courier: \(actual.status) \(actual.stderr)"
+        #expect(actual.status == expected.status, "\(context)")
+        switch entry.output {
+        case .exact:
+            #expect(actual.stdout == expected.stdout, "curl printed \(String(decoding: expected.stdout.prefix(300), as: UTF8.self)) — courier \(String(decoding: actual.stdout.prefix(300), as: UTF8.self))")
+        case .echo(let fields):
+            #expect(Self.echoSummary(actual.stdout, fields: fields) == Self.echoSummary(expected.stdout, fields: fields))
+        case .firstLine:
+            #expect(Self.firstLine(actual.stdout) == Self.firstLine(expected.stdout))
+        }
+        #expect(actual.files.keys.sorted() == expected.files.keys.sorted(), "files: curl \(expected.files.keys.sorted()), courier \(actual.files.keys.sorted())")
+        for (name, bytes) in expected.files {
+            if entry.filesFirstLineOnly {
+                #expect(actual.files[name].map(Self.firstLine) == Self.firstLine(bytes), "\(name)")
+            } else {
+                #expect(actual.files[name].map { sameBytes($0, bytes) } == true, "\(name) differs")
+            }
+        }
+    }
+}
