@@ -4,8 +4,10 @@
 set -euo pipefail
 
 build_packages=(libssl-dev libnghttp2-dev zlib1g-dev libbrotli-dev libsqlite3-dev libpsl-dev publicsuffix pkg-config)
-# squid (with its basic_ncsa_auth helper) is the HTTP proxy of the integration tests.
-test_packages=(nginx libnginx-mod-http-js nghttp2-server openssl squid)
+# squid (with its basic_ncsa_auth helper) is the HTTP proxy of the integration tests; curl is
+# what courier is compared with (CLIDifferentialTests); util-linux's unshare makes the full
+# file system of the full-disk tests.
+test_packages=(nginx libnginx-mod-http-js nghttp2-server openssl squid curl util-linux)
 
 wanted=("${build_packages[@]}")
 if [ "${1:-build}" = "test" ]; then
