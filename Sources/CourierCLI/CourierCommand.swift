@@ -80,6 +80,8 @@ struct CourierCommand: AsyncParsableCommand {
 
     @OptionGroup var reportOptions: ReportOptions
 
+    @OptionGroup var retryOptions: RetryOptions
+
     /// The cookie storage of -b FILE and -c (nil without them); -b NAME=VALUE sets the
     /// request's Cookie field instead.
     func cookieEngine(for request: inout URLRequest) throws -> HTTPCookieStorage? {
@@ -191,7 +193,7 @@ struct CourierCommand: AsyncParsableCommand {
 
         try reportOptions.prepareDirectory(for: output)
         if let dumpHeader = reportOptions.dumpHeader { try reportOptions.prepareDirectory(for: dumpHeader) }
-        let sink = OutputSink(try outputOptions.destination(output: output.map(reportOptions.place), url: parsed, request: &request, directory: reportOptions.outputDirectory))
+        let destination = try outputOptions.destination(output: output.map(reportOptions.place), url: parsed, request: &request, directory: reportOptions.outputDirectory)
         var headerDump: OutputSink?
         if let dumpHeader = reportOptions.dumpHeader {
             if dumpHeader == "-" {
@@ -211,24 +213,47 @@ struct CourierCommand: AsyncParsableCommand {
         if verbose, let proxy = proxyChoice.proxy {
             FileHandle.standardError.write(Data("* Using proxy \(proxy) (from \(proxyChoice.source))\n".utf8))
         }
-        let behaviour = Transfer.Behaviour(
-            failsWithoutBody: fail && !reportOptions.failWithBody, maximumRedirects: requestOptions.maxRedirects, headerDump: headerDump
-        )
-        let transfer = Transfer(
-            sink: sink, include: include || requestOptions.head, verbose: verbose, trust: trust, followsRedirects: location,
-            authentication: authentication, proxyCredential: proxyChoice.credential, behaviour: behaviour
-        )
         if let maxTime { configuration.timeoutIntervalForResource = maxTime }
         // As curl: no cookie engine unless -b FILE or -c asks for one (a cookie set on a
         // redirect is not sent to the next hop otherwise); -b NAME=VALUE is only a field.
         let cookieStorage = try cookieEngine(for: &request)
         configuration.httpCookieStorage = cookieStorage
         configuration.httpCookieAcceptPolicy = .always
-        let session = URLSession(configuration: configuration, delegate: transfer, delegateQueue: nil)
-        let task = uploadFile.map { session.uploadTask(with: request, fromFile: $0) } ?? session.dataTask(with: request)
-        let outcome = await transfer.run(task)
-        session.finishTasksAndInvalidate()
-        let closeFailure = sink.close()
+        // As curl: a progress meter on standard error, unless -s or the body goes to a terminal.
+        let bodyToStandardOutput = (output == nil || output == "-") && !outputOptions.remoteName
+        let showsProgress = !reportOptions.silent && !(bodyToStandardOutput && isatty(STDOUT_FILENO) == 1)
+        let started = Date()
+        var triesLeft = retryOptions.retries
+        var attempt = 0
+        var outcome: Transfer.Outcome
+        var task: URLSessionTask
+        var closeFailure: (message: String, code: Int32)?
+        while true {
+            // Each try writes its file anew (-o, -O); what went to standard output stays.
+            let sink = OutputSink(destination)
+            let behaviour = Transfer.Behaviour(
+                failsWithoutBody: fail && !reportOptions.failWithBody, maximumRedirects: requestOptions.maxRedirects, headerDump: headerDump,
+                progress: showsProgress ? ProgressMeter() : nil
+            )
+            let transfer = Transfer(
+                sink: sink, include: include || requestOptions.head, verbose: verbose, trust: trust, followsRedirects: location,
+                authentication: authentication, proxyCredential: proxyChoice.credential, behaviour: behaviour
+            )
+            let session = URLSession(configuration: configuration, delegate: transfer, delegateQueue: nil)
+            task = uploadFile.map { session.uploadTask(with: request, fromFile: $0) } ?? session.dataTask(with: request)
+            outcome = await transfer.run(task)
+            session.finishTasksAndInvalidate()
+            closeFailure = sink.close()
+            guard triesLeft > 0, closeFailure == nil, let reason = retryOptions.reason(for: outcome, failsOnStatus: fail || reportOptions.failWithBody) else { break }
+            let delay = retryOptions.delay(before: attempt, response: outcome.response)
+            guard retryOptions.allows(elapsed: Date().timeIntervalSince(started), delay: delay) else { break }
+            if !reportOptions.silent {
+                FileHandle.standardError.write(Data("Warning: Problem : \(reason). Will retry in \(delay) seconds. \(triesLeft) retries left.\n".utf8))
+            }
+            triesLeft -= 1
+            attempt += 1
+            try await Task.sleep(for: .seconds(delay))
+        }
         _ = headerDump?.close()
         if let cookieJar, let cookieStorage {
             do {

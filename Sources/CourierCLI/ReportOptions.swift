@@ -5,7 +5,7 @@ import Foundation
 /// What courier tells, and where, with curl's option names: `-s`/`-S`, `-D`, `-w`,
 /// `--fail-with-body`, `--output-dir`.
 struct ReportOptions: ParsableArguments {
-    @Flag(name: [.customShort("s"), .customLong("silent")], help: "Print no error messages (with -S, errors still).")
+    @Flag(name: [.customShort("s"), .customLong("silent")], help: "Silent: no progress meter and no error messages (with -S, errors still).")
     var silent = false
 
     @Flag(name: [.customShort("S"), .customLong("show-error")], help: "With -s: print error messages anyway.")

@@ -21,6 +21,12 @@ struct RequestOptions: ParsableArguments {
     @Option(name: .customLong("json"), help: "Send this JSON body (@FILE, @- as with --data-binary), with Content-Type and Accept application/json.")
     var json: [String] = []
 
+    @Option(name: [.customShort("F"), .customLong("form")], help: "A multipart/form-data part: NAME=VALUE, NAME=@FILE (a file, its name and type sent), NAME=<FILE (a file's text); ;type=TYPE and ;filename=NAME after it. Repeatable; sends a POST.")
+    var form: [String] = []
+
+    @Option(name: .customLong("form-string"), help: "As -F NAME=VALUE, with no special meaning for @, < and ;.")
+    var formString: [String] = []
+
     @Flag(name: [.customShort("G"), .customLong("get")], help: "Put the -d data in the URL's query and send a GET.")
     var get = false
 
@@ -131,6 +137,13 @@ struct RequestOptions: ParsableArguments {
     /// Applies the method, body and fields to `request`; the URL changes with `-G`.
     func apply(to request: inout URLRequest, explicitMethod: String?) throws {
         if get && head { throw ValidationError("-G and -I exclude each other") }
+        if !form.isEmpty || !formString.isEmpty {
+            if hasBody || get { throw ValidationError("-F excludes -d, --json and -G") }
+            let multipart = try MultipartForm(parts: form, strings: formString)
+            request.httpBody = multipart.body
+            request.setValue("multipart/form-data; boundary=\(multipart.boundary)", forHTTPHeaderField: "Content-Type")
+            request.httpMethod = "POST"
+        }
         let body = try self.body()
         if let body {
             if get, let url = request.url, var components = URLComponents(url: url, resolvingAgainstBaseURL: false) {

@@ -28,6 +28,7 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         var failsWithoutBody = false
         var maximumRedirects: Int?
         var headerDump: OutputSink?
+        var progress: ProgressMeter?
     }
 
     private let sink: OutputSink
@@ -221,7 +222,11 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        state.withLock { $0.outcome.bytesDownloaded += Int64(data.count) }
+        let total = state.withLock { state -> Int64 in
+            state.outcome.bytesDownloaded += Int64(data.count)
+            return state.outcome.bytesDownloaded
+        }
+        behaviour.progress?.downloading(received: total, expected: dataTask.response?.expectedContentLength ?? -1)
         // As curl: a body that cannot be written stops the transfer (exit code 23), rather than
         // reading on into nowhere.
         if let failure = sink.write(data) {
@@ -262,7 +267,12 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         }
     }
 
+    func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
+        behaviour.progress?.uploading(sent: totalBytesSent, expected: totalBytesExpectedToSend)
+    }
+
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        behaviour.progress?.finish()
         let continuation = state.withLock { state -> CheckedContinuation<Outcome, Never>? in
             state.outcome.error = error
             defer { state.continuation = nil }

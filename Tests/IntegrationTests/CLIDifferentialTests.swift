@@ -16,6 +16,9 @@ struct DifferentialCase: CustomTestStringConvertible, Sendable {
         case echo(fields: [String])
         /// The first line only (a status line: the rest of a head differs in Date and order).
         case firstLine
+        /// What the scripted server received at `{RAW}/capture`: method, Content-Type and body,
+        /// with the multipart boundary (random in both) replaced.
+        case captured
     }
 
     var name: String
@@ -71,6 +74,15 @@ struct DifferentialCase: CustomTestStringConvertible, Sendable {
         DifferentialCase(name: "an empty reply: 52", arguments: ["-s", "{RAW}/empty"]),
         DifferentialCase(name: "a body cut short: 18", arguments: ["-s", "{RAW}/short"]),
         DifferentialCase(name: "-s -S still shows the error but exits the same", arguments: ["-s", "-S", "{CLOSED}/"]),
+        DifferentialCase(name: "-F: text, a file, a file's text, a type and a file name", arguments: [
+            "-F", "name=value", "-F", "upload=@{FILE}", "-F", "text=<{FILE}", "-F", "typed=@{FILE};type=application/x-test;filename=other.bin",
+            "{RAW}/capture",
+        ], output: .captured),
+        DifferentialCase(name: "--retry after a 503: the answer that came next (stdout keeps both bodies)", arguments: ["-s", "--retry", "1", "{RAW}/flaky"]),
+        DifferentialCase(name: "--retry with -o: the file holds the last try's body only", arguments: ["-s", "--retry", "1", "-o", "out.txt", "{RAW}/flaky"]),
+        DifferentialCase(name: "--retry -f: a 503 then a 200 succeeds", arguments: ["-s", "-f", "--retry", "1", "{RAW}/flaky"]),
+        DifferentialCase(name: "a refused connection is not retried without --retry-connrefused", arguments: ["-s", "--retry", "3", "{CLOSED}/"]),
+        DifferentialCase(name: "--form-string keeps @ and ;", arguments: ["--form-string", "raw=@not;type=x", "{RAW}/capture"], output: .captured),
     ]
 
     init(name: String, arguments: [String], output: Output = .exact, filesFirstLineOnly: Bool = false, input: Data? = nil) {
@@ -155,6 +167,20 @@ struct CLIDifferentialTests {
         return lines.joined(separator: "\n")
     }
 
+    /// A captured request with its multipart boundary replaced by `BOUNDARY`.
+    static func normalized(_ request: ScriptedRequest?) -> String {
+        guard let request else { return "no request" }
+        let type = request.header("Content-Type") ?? "(none)"
+        var body = String(decoding: request.body, as: UTF8.self)
+        var shownType = type
+        if let range = type.range(of: "boundary=") {
+            let boundary = String(type[range.upperBound...])
+            body = body.replacingOccurrences(of: boundary, with: "BOUNDARY")
+            shownType = type.replacingOccurrences(of: boundary, with: "BOUNDARY")
+        }
+        return "\(request.method) \(request.target)\nContent-Type: \(shownType)\n\(body)"
+    }
+
     static func firstLine(_ data: Data) -> String {
         String(decoding: data, as: UTF8.self).components(separatedBy: "\r\n").first ?? ""
     }
@@ -166,10 +192,26 @@ struct CLIDifferentialTests {
         let courier = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("courier")
         try #require(FileManager.default.isExecutableFile(atPath: courier.path))
         // A raw server for the replies nginx will not give: none at all, and a short body.
+        let captured = Mutex<[ScriptedRequest]>([])
+        // /flaky answers every odd request with a 503, every even one with a 200.
+        let flakyCount = Mutex(0)
         let raw = try ScriptedServer { connection in
             guard let request = connection.readRequest() else { return }
             if request.target == "/short" {
                 connection.write("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this")
+            } else if request.target == "/flaky" {
+                let count = flakyCount.withLock { count -> Int in
+                    count += 1
+                    return count
+                }
+                if count % 2 == 1 {
+                    connection.respond(status: 503, reason: "Service Unavailable", body: Array("busy\n".utf8))
+                } else {
+                    connection.respond(body: Array("ok\n".utf8))
+                }
+            } else if request.target == "/capture" {
+                captured.withLock { $0.append(request) }
+                connection.respond(body: Array("captured\n".utf8))
             }
             connection.close()
         }
@@ -182,7 +224,9 @@ struct CLIDifferentialTests {
                 .replacingOccurrences(of: "{USER}", with: "\(user.user):\(user.password)")
         }
         let expected = try run(curl, ["-q"] + arguments, input: entry.input)
+        let curlRequest = captured.withLock { $0.last }
         let actual = try run(courier, arguments, input: entry.input)
+        let courierRequest = captured.withLock { $0.last }
         let context = "curl: \(expected.status) \(expected.stderr) — courier: \(actual.status) \(actual.stderr)"
         #expect(actual.status == expected.status, "\(context)")
         switch entry.output {
@@ -192,6 +236,10 @@ struct CLIDifferentialTests {
             #expect(Self.echoSummary(actual.stdout, fields: fields) == Self.echoSummary(expected.stdout, fields: fields))
         case .firstLine:
             #expect(Self.firstLine(actual.stdout) == Self.firstLine(expected.stdout))
+        case .captured:
+            #expect(actual.stdout == expected.stdout)
+            #expect(captured.withLock { $0.count } == 2, "each client made one request")
+            #expect(Self.normalized(courierRequest) == Self.normalized(curlRequest))
         }
         #expect(actual.files.keys.sorted() == expected.files.keys.sorted(), "files: curl \(expected.files.keys.sorted()), courier \(actual.files.keys.sorted())")
         for (name, bytes) in expected.files {

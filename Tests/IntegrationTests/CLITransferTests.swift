@@ -86,6 +86,22 @@ struct CLITransferTests {
         #expect(run.stderr.contains(String(cString: strerror(ENOSPC))), "\(run.stderr)")
     }
 
+    @Test("the progress meter: curl's heading and a last line at 100% with the size, on standard error for -o; nothing with -s")
+    func progressMeter() throws {
+        let directory = scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = nginx.url("/files/1m.bin").absoluteString
+        let shown = try courier(["-o", directory.appendingPathComponent("out").path, url])
+        #expect(shown.status == 0, "\(shown.stderr)")
+        #expect(shown.stderr.hasPrefix("  % Total    % Received % Xferd  Average Speed   Time    Time     Time  Current\n"), "\(shown.stderr)")
+        let last = shown.stderr.split(whereSeparator: { $0 == "\r" || $0 == "\n" }).last.map(String.init) ?? ""
+        #expect(last.hasPrefix("100 1024k  100 1024k    0     0 "), "\(last)")
+        #expect(shown.stderr.hasSuffix("\n"))
+        let silent = try courier(["-s", "-o", directory.appendingPathComponent("quiet").path, url])
+        #expect(silent.status == 0)
+        #expect(silent.stderr.isEmpty, "\(silent.stderr)")
+    }
+
     @Test("-O with a URL that names no file fails with curl's 23")
     func remoteNameWithoutName() throws {
         let run = try courier(["-O", nginx.url("/").absoluteString], in: scratch())
