@@ -15,11 +15,11 @@ struct CourierCommand: AsyncParsableCommand {
         version: "courier \(Courier.version) (Courier URLSession on its own stack: HTTP/1.1, HTTP/2, TLS 1.2-1.3, gzip, deflate, br, cookies, proxies (HTTP, SOCKS5), WebSocket)"
     )
 
-    @Argument(help: "The URL to fetch. Omit it to run the local demo.")
-    var url: String?
+    @Argument(help: "The URLs to fetch, one after the other. Omit them to run the local demo.")
+    var urls: [String] = []
 
-    @Option(name: .shortAndLong, help: "Write the body to this file instead of standard output.")
-    var output: String?
+    @Option(name: .shortAndLong, help: "Write the body to this file instead of standard output; repeated, one per URL in order.")
+    var output: [String] = []
 
     @Flag(name: .shortAndLong, help: "Show the response head before the body.")
     var include = false
@@ -44,6 +44,36 @@ struct CourierCommand: AsyncParsableCommand {
 
     @Flag(name: [.customShort("k"), .customLong("insecure")], help: "Accept any server certificate (no verification).")
     var insecure = false
+
+    @Option(name: [.customShort("E"), .customLong("cert")], help: "A client certificate for TLS: a PEM file (its key too, unless --key), FILE:PASSPHRASE for an encrypted key.")
+    var certificate: String?
+
+    @Option(name: .customLong("key"), help: "The private key of --cert, a PEM file.")
+    var key: String?
+
+    @Option(name: .customLong("pass"), help: "The passphrase of --key.")
+    var passphrase: String?
+
+    /// The identity of --cert and --key, nil without --cert.
+    func clientIdentity() throws -> SecIdentity? {
+        guard var path = certificate else {
+            if key != nil { throw ValidationError("--key needs --cert") }
+            return nil
+        }
+        var pass = passphrase
+        if let colon = path.lastIndex(of: ":"), !FileManager.default.fileExists(atPath: path) {
+            pass = String(path[path.index(after: colon)...])
+            path = String(path[..<colon])
+        }
+        guard let chain = FileManager.default.contents(atPath: path) else { throw CLIFailure(message: "could not load the client certificate \(path)", code: 58) }
+        let keyPath = key ?? path
+        guard let privateKey = FileManager.default.contents(atPath: keyPath) else { throw CLIFailure(message: "could not load the private key \(keyPath)", code: 58) }
+        do {
+            return try SecIdentity.identity(pemCertificateChain: chain, pemPrivateKey: privateKey, passphrase: pass)
+        } catch {
+            throw CLIFailure(message: "could not use the client certificate \(path) with the key \(keyPath): \(error)", code: 58)
+        }
+    }
 
     @Flag(name: .customLong("ws"), help: "Open a WebSocket to the URL (ws: or wss:): each line of standard input is sent as a text message, each message received is printed.")
     var webSocket = false
@@ -82,13 +112,14 @@ struct CourierCommand: AsyncParsableCommand {
 
     @OptionGroup var retryOptions: RetryOptions
 
-    /// The cookie storage of -b FILE and -c (nil without them); -b NAME=VALUE sets the
-    /// request's Cookie field instead.
-    func cookieEngine(for request: inout URLRequest) throws -> HTTPCookieStorage? {
+    /// The cookie storage of -b FILE and -c (nil without them), shared by every URL; -b
+    /// NAME=VALUE is a Cookie field instead. As curl: no cookie engine unless -b FILE or -c
+    /// asks for one (a cookie set on a redirect is not sent to the next hop otherwise).
+    func cookieEngine(field: inout String?) throws -> HTTPCookieStorage? {
         var storage: HTTPCookieStorage?
         if let cookie {
             if cookie.contains("=") {
-                request.setValue(cookie, forHTTPHeaderField: "Cookie")
+                field = cookie
             } else {
                 storage = URLSessionConfiguration.ephemeral.httpCookieStorage
                 // curl: -b with a file that cannot be read only turns the engine on.
@@ -123,19 +154,40 @@ struct CourierCommand: AsyncParsableCommand {
     }
 
     mutating func run() async throws {
-        guard let url else {
+        guard !urls.isEmpty else {
             try await Demo.run()
             return
         }
-        do {
-            try await transfer(url)
-        } catch let failure as CLIFailure {
-            reportOptions.complain(failure.message)
-            throw ExitCode(failure.code)
+        // As curl: the URLs go one after the other, each -o (then each -O) to the next URL,
+        // the cookies of one seen by the next; the exit status is the last transfer's.
+        var cookieField: String?
+        let cookieStorage = try cookieEngine(field: &cookieField)
+        var status: Int32 = 0
+        for (index, url) in urls.enumerated() {
+            let output = index < self.output.count ? self.output[index] : nil
+            let remoteName = output == nil && index - self.output.count < outputOptions.remoteNameCount
+            do {
+                try await transfer(url, output: output, remoteName: remoteName, cookies: (cookieStorage, cookieField))
+                status = 0
+            } catch let failure as CLIFailure {
+                reportOptions.complain(failure.message)
+                status = failure.code
+            } catch let exit as ExitCode {
+                status = exit.rawValue
+            }
         }
+        if let cookieJar, let cookieStorage {
+            do {
+                try CookieFile.write(cookieStorage.cookies ?? [], to: cookieJar)
+            } catch {
+                reportOptions.complain("\(error)")
+                throw ExitCode(23)
+            }
+        }
+        if status != 0 { throw ExitCode(status) }
     }
 
-    private func transfer(_ url: String) async throws {
+    private func transfer(_ url: String, output: String?, remoteName: Bool, cookies: (storage: HTTPCookieStorage?, field: String?)) async throws {
         guard var parsed = URL(string: url), let scheme = parsed.scheme, parsed.host() != nil || scheme == "file" || scheme == "data" else {
             throw CLIFailure(message: "URL using bad/illegal format or missing URL: \(url)", code: 3)
         }
@@ -193,7 +245,9 @@ struct CourierCommand: AsyncParsableCommand {
 
         try reportOptions.prepareDirectory(for: output)
         if let dumpHeader = reportOptions.dumpHeader { try reportOptions.prepareDirectory(for: dumpHeader) }
-        let destination = try outputOptions.destination(output: output.map(reportOptions.place), url: parsed, request: &request, directory: reportOptions.outputDirectory)
+        let destination = try outputOptions.destination(
+            output: output.map(reportOptions.place), remoteName: remoteName, url: parsed, request: &request, directory: reportOptions.outputDirectory
+        )
         var headerDump: OutputSink?
         if let dumpHeader = reportOptions.dumpHeader {
             if dumpHeader == "-" {
@@ -214,14 +268,13 @@ struct CourierCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("* Using proxy \(proxy) (from \(proxyChoice.source))\n".utf8))
         }
         if let maxTime { configuration.timeoutIntervalForResource = maxTime }
-        // As curl: no cookie engine unless -b FILE or -c asks for one (a cookie set on a
-        // redirect is not sent to the next hop otherwise); -b NAME=VALUE is only a field.
-        let cookieStorage = try cookieEngine(for: &request)
-        configuration.httpCookieStorage = cookieStorage
+        if let field = cookies.field { request.setValue(field, forHTTPHeaderField: "Cookie") }
+        configuration.httpCookieStorage = cookies.storage
         configuration.httpCookieAcceptPolicy = .always
         // As curl: a progress meter on standard error, unless -s or the body goes to a terminal.
-        let bodyToStandardOutput = (output == nil || output == "-") && !outputOptions.remoteName
+        let bodyToStandardOutput = (output == nil || output == "-") && !remoteName
         let showsProgress = !reportOptions.silent && !(bodyToStandardOutput && isatty(STDOUT_FILENO) == 1)
+        let identity = try clientIdentity()
         let started = Date()
         var triesLeft = retryOptions.retries
         var attempt = 0
@@ -233,7 +286,7 @@ struct CourierCommand: AsyncParsableCommand {
             let sink = OutputSink(destination)
             let behaviour = Transfer.Behaviour(
                 failsWithoutBody: fail && !reportOptions.failWithBody, maximumRedirects: requestOptions.maxRedirects, headerDump: headerDump,
-                progress: showsProgress ? ProgressMeter() : nil
+                progress: showsProgress ? ProgressMeter() : nil, clientIdentity: identity
             )
             let transfer = Transfer(
                 sink: sink, include: include || requestOptions.head, verbose: verbose, trust: trust, followsRedirects: location,
@@ -255,13 +308,6 @@ struct CourierCommand: AsyncParsableCommand {
             try await Task.sleep(for: .seconds(delay))
         }
         _ = headerDump?.close()
-        if let cookieJar, let cookieStorage {
-            do {
-                try CookieFile.write(cookieStorage.cookies ?? [], to: cookieJar)
-            } catch {
-                throw CLIFailure(message: "\(error)", code: 23)
-            }
-        }
         // The first reason wins, as curl reports one.
         var failure: CLIFailure?
         if let output = outcome.outputFailure ?? closeFailure {

@@ -25,9 +25,18 @@ enum CourierMain {
             FileHandle.standardError.write(Data(message.utf8))
             exit(EXIT_FAILURE)
         }
+        let arguments: [String]
+        do {
+            arguments = try ConfigFile.expand(Array(CommandLine.arguments.dropFirst()))
+        } catch let failure as ConfigFile.Failure {
+            FileHandle.standardError.write(Data("courier: \(failure.message)\n".utf8))
+            exit(26)
+        } catch {
+            exit(EXIT_FAILURE)
+        }
         Task.detached {
             // Parses, runs, and exits with the command's status when it fails.
-            await CourierCommand.main()
+            await CourierCommand.main(arguments)
             exit(EXIT_SUCCESS)
         }
         // Woken by nothing: the task ends the process.

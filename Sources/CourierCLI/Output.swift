@@ -195,8 +195,8 @@ final class OutputSink: @unchecked Sendable {
 /// curl's options for where the body goes and which part of it: `-O`, `-J`, `-C`, `-r`, and
 /// the upload of `-T`.
 struct OutputOptions: ParsableArguments {
-    @Flag(name: [.customShort("O"), .customLong("remote-name")], help: "Write the body to a file named like the URL's last path segment, in the current directory.")
-    var remoteName = false
+    @Flag(name: [.customShort("O"), .customLong("remote-name")], help: "Write the body to a file named like the URL's last path segment, in the current directory; once per URL, for the URLs no -o names.")
+    var remoteNameCount: Int
 
     @Flag(name: [.customShort("J"), .customLong("remote-header-name")], help: "With -O: name the file as the server's Content-Disposition says (never overwriting a file).")
     var remoteHeaderName = false
@@ -211,9 +211,8 @@ struct OutputOptions: ParsableArguments {
     var uploadFile: String?
 
     /// The destination for the body, given `-o`; sets the request's Range for `-r` and `-C`.
-    func destination(output: String?, url: URL, request: inout URLRequest, directory: String? = nil) throws -> OutputSink.Destination {
-        if remoteHeaderName && !remoteName { throw ValidationError("-J needs -O") }
-        if remoteName && output != nil { throw ValidationError("-O and -o exclude each other") }
+    func destination(output: String?, remoteName: Bool, url: URL, request: inout URLRequest, directory: String? = nil) throws -> OutputSink.Destination {
+        if remoteHeaderName && remoteNameCount == 0 { throw ValidationError("-J needs -O") }
         if let range {
             guard range.range(of: #"^[0-9]*-[0-9]*(,[0-9]*-[0-9]*)*$"#, options: .regularExpression) != nil, range != "-" else {
                 throw ValidationError("-r \(range): give a byte range such as 0-499, 500- or -500")

@@ -29,6 +29,8 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         var maximumRedirects: Int?
         var headerDump: OutputSink?
         var progress: ProgressMeter?
+        /// --cert/--key: the identity that answers a client-certificate challenge.
+        var clientIdentity: SecIdentity?
     }
 
     private let sink: OutputSink
@@ -121,6 +123,10 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     }
 
     func urlSession(_ session: URLSession, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        if challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodClientCertificate, let identity = behaviour.clientIdentity {
+            completionHandler(.useCredential, URLCredential(identity: identity, certificates: nil, persistence: .forSession))
+            return
+        }
         let (disposition, credential, failure) = trust.answer(challenge)
         if let failure { state.withLock { $0.outcome.trustFailure = failure } }
         completionHandler(disposition, credential)

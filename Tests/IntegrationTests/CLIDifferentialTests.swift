@@ -30,6 +30,9 @@ struct DifferentialCase: CustomTestStringConvertible, Sendable {
     var filesFirstLineOnly = false
     /// Standard input for both.
     var input: Data?
+    /// curl's exit status, checked too: a case whose servers were not reached fails, even
+    /// though both clients would agree on it.
+    var exit: Int32 = 0
 
     var testDescription: String { name }
 
@@ -40,11 +43,11 @@ struct DifferentialCase: CustomTestStringConvertible, Sendable {
         DifferentialCase(name: "-O", arguments: ["-O", "{BASE}/files/64k.bin"]),
         DifferentialCase(name: "--output-dir with -O", arguments: ["--create-dirs", "--output-dir", "sub", "-O", "{BASE}/files/hello.txt"]),
         DifferentialCase(name: "--create-dirs for -o", arguments: ["--create-dirs", "-o", "a/b/out.txt", "{BASE}/files/hello.txt"]),
-        DifferentialCase(name: "-o into a missing directory: 23, no file", arguments: ["-s", "-o", "missing/out.txt", "{BASE}/files/hello.txt"]),
+        DifferentialCase(name: "-o into a missing directory: 23, no file", arguments: ["-s", "-o", "missing/out.txt", "{BASE}/files/hello.txt"], exit: 23),
         DifferentialCase(name: "-I: HEAD, the head only", arguments: ["-I", "{BASE}/files/hello.txt"], output: .firstLine),
         DifferentialCase(name: "-i: the head, then the body", arguments: ["-i", "{BASE}/status/201"], output: .firstLine),
-        DifferentialCase(name: "-f on a 404: 22, nothing written", arguments: ["-s", "-f", "{BASE}/status/404"]),
-        DifferentialCase(name: "--fail-with-body on a 404: 22, the body written", arguments: ["-s", "--fail-with-body", "{BASE}/status/404"]),
+        DifferentialCase(name: "-f on a 404: 22, nothing written", arguments: ["-s", "-f", "{BASE}/status/404"], exit: 22),
+        DifferentialCase(name: "--fail-with-body on a 404: 22, the body written", arguments: ["-s", "--fail-with-body", "{BASE}/status/404"], exit: 22),
         DifferentialCase(name: "without -f a 500 is a success", arguments: ["{BASE}/status/500"]),
         DifferentialCase(name: "-d twice: joined with &, a form POST", arguments: ["-d", "a=1", "-d", "b=two", "{BASE}/echo"], output: .echo(fields: ["Content-Type", "Content-Length"])),
         DifferentialCase(name: "-d @FILE drops line ends", arguments: ["-d", "@{FILE}", "{BASE}/echo"], output: .echo(fields: ["Content-Type"])),
@@ -63,17 +66,17 @@ struct DifferentialCase: CustomTestStringConvertible, Sendable {
         DifferentialCase(name: "-r: a byte range", arguments: ["-r", "0-4", "{BASE}/files/hello.txt"]),
         DifferentialCase(name: "a redirect without -L is the answer", arguments: ["{BASE}/redirect/302"]),
         DifferentialCase(name: "-L follows redirects", arguments: ["-L", "{BASE}/redirect/hop1"]),
-        DifferentialCase(name: "--max-redirs 1 on two hops: 47", arguments: ["-s", "-L", "--max-redirs", "1", "{BASE}/redirect/hop1"]),
+        DifferentialCase(name: "--max-redirs 1 on two hops: 47", arguments: ["-s", "-L", "--max-redirs", "1", "{BASE}/redirect/hop1"], exit: 47),
         DifferentialCase(name: "-w with status, size and redirects", arguments: ["-s", "-o", "body", "-L", "-w", "%{http_code} %{size_download} %{num_redirects} %{content_type}\\n", "{BASE}/redirect/hop1"]),
         DifferentialCase(name: "-w %{url_effective} after redirects", arguments: ["-s", "-o", "body", "-L", "-w", "%{url_effective}|%{response_code}|%%", "{BASE}/redirect/hop1"]),
         DifferentialCase(name: "-D FILE: the response heads", arguments: ["-s", "-D", "heads.txt", "{BASE}/files/hello.txt"], filesFirstLineOnly: true),
         DifferentialCase(name: "-u USER:PASSWORD answers Basic", arguments: ["-u", "{USER}", "{BASE}/basic/hello.txt"]),
         DifferentialCase(name: "--http1.1", arguments: ["--http1.1", "{BASE}/files/hello.txt"]),
-        DifferentialCase(name: "a refused connection: 7", arguments: ["-s", "{CLOSED}/"]),
-        DifferentialCase(name: "a URL with no host: 3", arguments: ["-s", "http://"]),
-        DifferentialCase(name: "an empty reply: 52", arguments: ["-s", "{RAW}/empty"]),
-        DifferentialCase(name: "a body cut short: 18", arguments: ["-s", "{RAW}/short"]),
-        DifferentialCase(name: "-s -S still shows the error but exits the same", arguments: ["-s", "-S", "{CLOSED}/"]),
+        DifferentialCase(name: "a refused connection: 7", arguments: ["-s", "{CLOSED}/"], exit: 7),
+        DifferentialCase(name: "a URL with no host: 3", arguments: ["-s", "http://"], exit: 3),
+        DifferentialCase(name: "an empty reply: 52", arguments: ["-s", "{RAW}/empty"], exit: 52),
+        DifferentialCase(name: "a body cut short: 18", arguments: ["-s", "{RAW}/short"], exit: 18),
+        DifferentialCase(name: "-s -S still shows the error but exits the same", arguments: ["-s", "-S", "{CLOSED}/"], exit: 7),
         DifferentialCase(name: "-F: text, a file, a file's text, a type and a file name", arguments: [
             "-F", "name=value", "-F", "upload=@{FILE}", "-F", "text=<{FILE}", "-F", "typed=@{FILE};type=application/x-test;filename=other.bin",
             "{RAW}/capture",
@@ -81,11 +84,29 @@ struct DifferentialCase: CustomTestStringConvertible, Sendable {
         DifferentialCase(name: "--retry after a 503: the answer that came next (stdout keeps both bodies)", arguments: ["-s", "--retry", "1", "{RAW}/flaky"]),
         DifferentialCase(name: "--retry with -o: the file holds the last try's body only", arguments: ["-s", "--retry", "1", "-o", "out.txt", "{RAW}/flaky"]),
         DifferentialCase(name: "--retry -f: a 503 then a 200 succeeds", arguments: ["-s", "-f", "--retry", "1", "{RAW}/flaky"]),
-        DifferentialCase(name: "a refused connection is not retried without --retry-connrefused", arguments: ["-s", "--retry", "3", "{CLOSED}/"]),
+        DifferentialCase(name: "a refused connection is not retried without --retry-connrefused", arguments: ["-s", "--retry", "3", "{CLOSED}/"], exit: 7),
+        DifferentialCase(name: "two URLs: both bodies, in order", arguments: ["{BASE}/files/hello.txt", "{BASE}/status/201"]),
+        DifferentialCase(name: "-o pairs with the URLs in order; a URL left over goes to standard output", arguments: ["-o", "one", "-o", "two", "{BASE}/files/hello.txt", "{BASE}/files/64k.bin", "{BASE}/status/202"]),
+        DifferentialCase(name: "-O names the first URL's file; the next goes to standard output", arguments: ["-O", "{BASE}/files/hello.txt", "{BASE}/status/203"]),
+        DifferentialCase(name: "the exit status is the last transfer's: a failure, then a success", arguments: ["-s", "{CLOSED}/", "{BASE}/files/hello.txt"]),
+        DifferentialCase(name: "the exit status is the last transfer's: a success, then a failure", arguments: ["-s", "{BASE}/files/hello.txt", "{CLOSED}/"], exit: 7),
+        DifferentialCase(name: "cookies set by one URL go with the next (-b \"\" starts the engine)", arguments: ["-s", "-b", "", "{BASE}/cookie/set", "{BASE}/echo"], output: .echo(fields: ["Cookie"])),
+        DifferentialCase(name: "-K FILE: options and a URL from a config file, quoted values and comments", arguments: ["-K", "{CONFIG}"], output: .echo(fields: ["X-Config", "Content-Type"])),
+        DifferentialCase(name: "-K - reads the config from standard input", arguments: ["-K", "-"], output: .echo(fields: ["X-Config"]), input: Data("header = \"X-Config: from stdin\"\nurl = {BASE}/echo\n".utf8)),
+        DifferentialCase(name: "https with --cacert", arguments: ["--cacert", "{CA}", "{TLS:good}/files/hello.txt"]),
+        DifferentialCase(name: "a self-signed server without -k: 60", arguments: ["-s", "{TLS:selfsigned}/files/hello.txt"], exit: 60),
+        DifferentialCase(name: "a self-signed server with -k", arguments: ["-k", "{TLS:selfsigned}/files/hello.txt"]),
+        DifferentialCase(name: "a certificate for another host: 60", arguments: ["-s", "--cacert", "{CA}", "{TLS:wronghost}/files/hello.txt"], exit: 60),
+        DifferentialCase(name: "--tlsv1.3 against a TLS 1.2 server: 35", arguments: ["-s", "--tlsv1.3", "--cacert", "{CA}", "{TLS:tls12}/files/hello.txt"], exit: 35),
+        DifferentialCase(name: "HTTP/2 over TLS by ALPN, told by -w", arguments: ["-s", "-o", "body", "--cacert", "{CA}", "-w", "%{http_version} %{http_code}", "{TLS:good}/files/hello.txt"]),
+        DifferentialCase(name: "--http1.1 over TLS, told by -w", arguments: ["-s", "-o", "body", "--http1.1", "--cacert", "{CA}", "-w", "%{http_version}", "{TLS:good}/files/hello.txt"]),
+        DifferentialCase(name: "a server that wants a client certificate, given none: its 400", arguments: ["-s", "--cacert", "{CA}", "{TLS:clientcert}/files/hello.txt"]),
+        DifferentialCase(name: "--cert and --key answer the client-certificate request", arguments: ["-s", "--cacert", "{CA}", "--cert", "{CLIENT_PEM}", "--key", "{CLIENT_KEY}", "{TLS:clientcert}/files/hello.txt"]),
         DifferentialCase(name: "--form-string keeps @ and ;", arguments: ["--form-string", "raw=@not;type=x", "{RAW}/capture"], output: .captured),
     ]
 
-    init(name: String, arguments: [String], output: Output = .exact, filesFirstLineOnly: Bool = false, input: Data? = nil) {
+    init(name: String, arguments: [String], output: Output = .exact, filesFirstLineOnly: Bool = false, input: Data? = nil, exit: Int32 = 0) {
+        self.exit = exit
         self.name = name
         self.arguments = arguments
         self.output = output
@@ -111,14 +132,27 @@ struct CLIDifferentialTests {
 
     /// Runs `executable` in a new directory (holding the case's input file) and collects what
     /// it wrote there.
+    /// The `-K` case's file: a comment, a quoted header, `=` and `:` forms, a short option.
+    static let config = """
+        # options for the differential test
+        header = "X-Config: a \\"quoted\\" value"
+        data: first=1
+        -d second=2
+        url = {BASE}/echo
+        """
+
+    var base: String { nginx.baseURL.absoluteString.trimmingCharacters(in: CharacterSet(charactersIn: "/")) }
+
     func run(_ executable: URL, _ arguments: [String], input: Data?) throws -> Run {
         let directory = TestRun.makeDirectory("differential")
         defer { try? FileManager.default.removeItem(at: directory) }
         let inputFile = directory.appendingPathComponent("input.txt")
         try Data("line one\r\nline two\n".utf8).write(to: inputFile)
+        let configFile = directory.appendingPathComponent("config.txt")
+        try Data(Self.config.replacingOccurrences(of: "{BASE}", with: base).utf8).write(to: configFile)
         let process = Process()
         process.executableURL = executable
-        process.arguments = arguments.map { $0.replacingOccurrences(of: "{FILE}", with: inputFile.path) }
+        process.arguments = arguments.map { $0.replacingOccurrences(of: "{FILE}", with: inputFile.path).replacingOccurrences(of: "{CONFIG}", with: configFile.path) }
         process.currentDirectoryURL = directory
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
         environment["HOME"] = directory.path
@@ -217,17 +251,29 @@ struct CLIDifferentialTests {
         }
         defer { raw.stop() }
         let user = NginxServer.basicUsers[0]
+        let pki = try TestCertificates.make()
         let arguments = entry.arguments.map {
             $0.replacingOccurrences(of: "{BASE}", with: nginx.baseURL.absoluteString.trimmingCharacters(in: CharacterSet(charactersIn: "/")))
                 .replacingOccurrences(of: "{RAW}", with: "http://127.0.0.1:\(raw.port)")
                 .replacingOccurrences(of: "{CLOSED}", with: "http://127.0.0.1:\(freeLoopbackPort())")
                 .replacingOccurrences(of: "{USER}", with: "\(user.user):\(user.password)")
+                .replacingOccurrences(of: "{CA}", with: pki.caPEM)
+                .replacingOccurrences(of: "{CLIENT_PEM}", with: pki.clientPEM)
+                .replacingOccurrences(of: "{CLIENT_KEY}", with: pki.clientKey)
+                .replacingOccurrences(of: #"\{TLS:([a-z0-9]+)\}"#, with: "https://127.0.0.1:PORT-$1", options: .regularExpression)
+        }.map { argument in
+            // {TLS:name}: the nginx TLS server of that name.
+            guard let range = argument.range(of: #"PORT-[a-z0-9]+"#, options: .regularExpression) else { return argument }
+            let name = String(argument[range].dropFirst("PORT-".count))
+            return argument.replacingCharacters(in: range, with: String(nginx.tlsPorts[name] ?? 0))
         }
-        let expected = try run(curl, ["-q"] + arguments, input: entry.input)
+        let input = entry.input.map { Data(String(decoding: $0, as: UTF8.self).replacingOccurrences(of: "{BASE}", with: base).utf8) }
+        let expected = try run(curl, ["-q"] + arguments, input: input)
         let curlRequest = captured.withLock { $0.last }
-        let actual = try run(courier, arguments, input: entry.input)
+        let actual = try run(courier, arguments, input: input)
         let courierRequest = captured.withLock { $0.last }
         let context = "curl: \(expected.status) \(expected.stderr) — courier: \(actual.status) \(actual.stderr)"
+        #expect(expected.status == entry.exit, "curl's own status: \(context)")
         #expect(actual.status == expected.status, "\(context)")
         switch entry.output {
         case .exact:
