@@ -21,6 +21,15 @@ struct CourierCommand: AsyncParsableCommand {
     @Option(name: .shortAndLong, help: "Write the body to this file instead of standard output; repeated, one per URL in order.")
     var output: [String] = []
 
+    @Option(name: .customLong("url"), help: "A URL to fetch, as an argument would be. Repeatable.")
+    var urlOptions: [String] = []
+
+    @Flag(name: [.customShort("Z"), .customLong("parallel")], help: "Fetch the URLs at the same time rather than one after the other.")
+    var parallel = false
+
+    @Option(name: .customLong("parallel-max"), help: "With -Z: at most this many transfers at once (default 50).")
+    var parallelMaximum: Int = 50
+
     @Flag(name: .shortAndLong, help: "Show the response head before the body.")
     var include = false
 
@@ -154,7 +163,7 @@ struct CourierCommand: AsyncParsableCommand {
     }
 
     mutating func run() async throws {
-        guard !urls.isEmpty else {
+        guard !urls.isEmpty || !urlOptions.isEmpty else {
             try await Demo.run()
             return
         }
@@ -162,19 +171,36 @@ struct CourierCommand: AsyncParsableCommand {
         // the cookies of one seen by the next; the exit status is the last transfer's.
         var cookieField: String?
         let cookieStorage = try cookieEngine(field: &cookieField)
-        var status: Int32 = 0
-        for (index, url) in urls.enumerated() {
+        let all = urls + urlOptions
+        let jobs = all.enumerated().map { index, url in
             let output = index < self.output.count ? self.output[index] : nil
-            let remoteName = output == nil && index - self.output.count < outputOptions.remoteNameCount
-            do {
-                try await transfer(url, output: output, remoteName: remoteName, cookies: (cookieStorage, cookieField))
-                status = 0
-            } catch let failure as CLIFailure {
-                reportOptions.complain(failure.message)
-                status = failure.code
-            } catch let exit as ExitCode {
-                status = exit.rawValue
+            return (url: url, output: output, remoteName: output == nil && index - self.output.count < outputOptions.remoteNameCount)
+        }
+        var status: Int32 = 0
+        if parallel {
+            guard parallelMaximum > 0 else { throw ValidationError("--parallel-max takes 1 or more") }
+            // -Z: every transfer at once (up to --parallel-max); the status is the last
+            // failure's in URL order, 0 when none failed.
+            var statuses = [Int32](repeating: 0, count: jobs.count)
+            let command = self
+            let cookies = UncheckedCookies(storage: cookieStorage, field: cookieField)
+            await withTaskGroup(of: (Int, Int32).self) { group in
+                var next = 0
+                func add() {
+                    let index = next
+                    next += 1
+                    group.addTask { (index, await command.status(of: jobs[index], cookies: cookies)) }
+                }
+                while next < min(jobs.count, parallelMaximum) { add() }
+                for await (index, code) in group {
+                    statuses[index] = code
+                    if next < jobs.count { add() }
+                }
             }
+            status = statuses.last { $0 != 0 } ?? 0
+        } else {
+            let cookies = UncheckedCookies(storage: cookieStorage, field: cookieField)
+            for job in jobs { status = await self.status(of: job, cookies: cookies) }
         }
         if let cookieJar, let cookieStorage {
             do {
@@ -185,6 +211,22 @@ struct CourierCommand: AsyncParsableCommand {
             }
         }
         if status != 0 { throw ExitCode(status) }
+    }
+
+    /// One URL's transfer, its failure reported; its exit status.
+    private func status(of job: (url: String, output: String?, remoteName: Bool), cookies: UncheckedCookies) async -> Int32 {
+        do {
+            try await transfer(job.url, output: job.output, remoteName: job.remoteName, cookies: (cookies.storage, cookies.field))
+            return 0
+        } catch let failure as CLIFailure {
+            reportOptions.complain(failure.message)
+            return failure.code
+        } catch let exit as ExitCode {
+            return exit.rawValue
+        } catch {
+            reportOptions.complain("\(error)")
+            return 2
+        }
     }
 
     private func transfer(_ url: String, output: String?, remoteName: Bool, cookies: (storage: HTTPCookieStorage?, field: String?)) async throws {
@@ -333,4 +375,11 @@ struct CourierCommand: AsyncParsableCommand {
         }
         if let failure { throw failure }
     }
+}
+
+/// The shared cookie storage and -b field, handed to concurrent transfers (HTTPCookieStorage
+/// locks itself).
+struct UncheckedCookies: @unchecked Sendable {
+    var storage: HTTPCookieStorage?
+    var field: String?
 }

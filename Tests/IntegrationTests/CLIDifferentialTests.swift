@@ -102,6 +102,9 @@ struct DifferentialCase: CustomTestStringConvertible, Sendable {
         DifferentialCase(name: "--http1.1 over TLS, told by -w", arguments: ["-s", "-o", "body", "--http1.1", "--cacert", "{CA}", "-w", "%{http_version}", "{TLS:good}/files/hello.txt"]),
         DifferentialCase(name: "a server that wants a client certificate, given none: its 400", arguments: ["-s", "--cacert", "{CA}", "{TLS:clientcert}/files/hello.txt"]),
         DifferentialCase(name: "--cert and --key answer the client-certificate request", arguments: ["-s", "--cacert", "{CA}", "--cert", "{CLIENT_PEM}", "--key", "{CLIENT_KEY}", "{TLS:clientcert}/files/hello.txt"]),
+        DifferentialCase(name: "-Z: the URLs at once, each -o its file", arguments: ["-s", "-Z", "-o", "a", "-o", "b", "-o", "c", "{BASE}/files/hello.txt", "{BASE}/files/64k.bin", "{BASE}/files/1m.bin"]),
+        DifferentialCase(name: "-Z: a failure among successes sets the status", arguments: ["-s", "-Z", "-o", "a", "-o", "b", "{CLOSED}/", "{BASE}/files/hello.txt"], exit: 7),
+        DifferentialCase(name: "--url, twice", arguments: ["--url", "{BASE}/files/hello.txt", "--url", "{BASE}/status/201"]),
         DifferentialCase(name: "--form-string keeps @ and ;", arguments: ["--form-string", "raw=@not;type=x", "{RAW}/capture"], output: .captured),
     ]
 
