@@ -91,6 +91,12 @@ open class HTTPURLResponse: URLResponse, @unchecked Sendable {
     public let httpVersion: String
     let fields: HTTPFields
 
+    /// Courier extension: the header fields as the server sent them, in order, names as
+    /// written and repeated fields apart (``allHeaderFields`` joins repeats and has no order).
+    public var courierOrderedHeaderFields: [(name: String, value: String)] {
+        fields.fields.map { ($0.name, $0.value) }
+    }
+
     /// A response built by hand, e.g. by a `URLProtocol` or a test.
     public init?(url: URL, statusCode: Int, httpVersion: String?, headerFields: [String: String]?) {
         guard (0...999).contains(statusCode) else { return nil }

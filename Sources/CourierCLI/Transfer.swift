@@ -108,7 +108,7 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         }
         if verbose {
             if let sent = task.requestAsSent {
-                FileHandle.standardError.write(Data(Self.describe(sent, version: response.httpVersion).map { "> \($0)\n" }.joined().appending(">\n").utf8))
+                FileHandle.standardError.write(Data(Self.describe(sent, version: response.httpVersion == "HTTP/2" ? "HTTP/2" : "HTTP/1.1").map { "> \($0)\n" }.joined().appending(">\n").utf8))
             }
             let head = Self.describe(response).map { "< \($0)\n" }.joined()
             FileHandle.standardError.write(Data((head + "<\n* Issue another request to this URL: '\(request.url?.absoluteString ?? "")'\n").utf8))
@@ -187,7 +187,8 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
-        let version = (response as? HTTPURLResponse)?.httpVersion ?? "HTTP/1.1"
+        // The version the request went with: HTTP/2, or HTTP/1.1 whatever the server answered.
+        let version = (response as? HTTPURLResponse)?.httpVersion == "HTTP/2" ? "HTTP/2" : "HTTP/1.1"
         if verbose, let request = dataTask.requestAsSent {
             FileHandle.standardError.write(Data(Self.describe(request, version: version).map { "> \($0)\n" }.joined().appending(">\n").utf8))
         }
@@ -253,7 +254,10 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         state.withLock { $0.outcome.metrics = metrics }
         guard verbose else { return }
         for transaction in metrics.transactionMetrics {
-            var line = "* \(transaction.networkProtocolName ?? "?")"
+            // A connection that never carried the request (a failed handshake) has no line:
+            // the error says what happened.
+            guard let protocolName = transaction.networkProtocolName else { continue }
+            var line = "* \(protocolName)"
             if let version = transaction.negotiatedTLSProtocolVersion { line += " over \(Self.name(version))" }
             if let address = transaction.remoteAddress, let port = transaction.remotePort {
                 line += transaction.isReusedConnection ? ", reused connection to \(address) port \(port)" : ", new connection to \(address) port \(port)"
@@ -305,7 +309,8 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         var lines = [response.httpVersion == "HTTP/2"
             ? "HTTP/2 \(response.statusCode)"
             : "\(response.httpVersion) \(response.statusCode) \(HTTPURLResponse.localizedString(forStatusCode: response.statusCode))"]
-        for (name, value) in response.allHeaderFields.sorted(by: { "\($0.key)" < "\($1.key)" }) {
+        // As sent: in order, repeated fields apart.
+        for (name, value) in response.courierOrderedHeaderFields {
             lines.append("\(name): \(value)")
         }
         return lines

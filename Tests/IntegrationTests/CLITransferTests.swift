@@ -102,6 +102,24 @@ struct CLITransferTests {
         #expect(silent.stderr.isEmpty, "\(silent.stderr)")
     }
 
+    @Test("-v: the request line with the version sent, the response's fields in the order sent, and no '* ?' line for a failed handshake")
+    func verbose() throws {
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.write("HTTP/1.0 200 OK\r\nZ-First: 1\r\nA-Second: 2\r\nZ-First: 3\r\nContent-Length: 2\r\n\r\nok")
+        }
+        defer { server.stop() }
+        let run = try courier(["-s", "-v", server.url("/v").absoluteString])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == "ok")
+        #expect(run.stderr.contains("> GET /v HTTP/1.1\n"), "\(run.stderr)")
+        #expect(run.stderr.contains("< HTTP/1.0 200 OK\n< Z-First: 1\n< A-Second: 2\n< Z-First: 3\n< Content-Length: 2\n"), "\(run.stderr)")
+
+        let failed = try courier(["-s", "-v", nginx.tlsURL("selfsigned", "/files/hello.txt").absoluteString])
+        #expect(failed.status == 60, "\(failed.stderr)")
+        #expect(!failed.stderr.contains("* ?"), "\(failed.stderr)")
+    }
+
     @Test("-O with a URL that names no file fails with curl's 23")
     func remoteNameWithoutName() throws {
         let run = try courier(["-O", nginx.url("/").absoluteString], in: scratch())
