@@ -328,7 +328,7 @@ struct CourierCommand: AsyncParsableCommand {
             let sink = OutputSink(destination)
             let behaviour = Transfer.Behaviour(
                 failsWithoutBody: fail && !reportOptions.failWithBody, maximumRedirects: requestOptions.maxRedirects, headerDump: headerDump,
-                progress: showsProgress ? ProgressMeter() : nil, clientIdentity: identity
+                progress: showsProgress ? ProgressMeter(style: reportOptions.progressBar ? .bar : .table) : nil, clientIdentity: identity
             )
             let transfer = Transfer(
                 sink: sink, include: include || requestOptions.head, verbose: verbose, trust: trust, followsRedirects: location,

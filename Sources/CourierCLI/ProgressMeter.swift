@@ -4,6 +4,12 @@ import Foundation
 /// four times a second (sizes, percentages, average speeds, times, current speed), ended by a
 /// newline. Shown unless -s, or when the body goes to a terminal.
 final class ProgressMeter: @unchecked Sendable {
+    /// curl's two looks: the table (the default) and `-#`'s bar.
+    enum Style { case table, bar }
+
+    private let style: Style
+    /// The bar's width in characters: the terminal's (COLUMNS) less room for the percentage.
+    private let barWidth: Int
     private let lock = NSLock()
     private let start = Date()
     private var expectedDownload: Int64 = 0
@@ -16,9 +22,14 @@ final class ProgressMeter: @unchecked Sendable {
     private var currentSpeed: Double = 0
     private var finished = false
 
-    init() {
-        write("  % Total    % Received % Xferd  Average Speed   Time    Time     Time  Current\n"
-            + "                                 Dload  Upload   Total   Spent    Left  Speed\n")
+    init(style: Style = .table) {
+        self.style = style
+        let columns = Int(ProcessInfo.processInfo.environment["COLUMNS"] ?? "") ?? 80
+        barWidth = max(10, min(columns, 400) - 8)
+        if style == .table {
+            write("  % Total    % Received % Xferd  Average Speed   Time    Time     Time  Current\n"
+                + "                                 Dload  Upload   Total   Spent    Left  Speed\n")
+        }
     }
 
     func downloading(received: Int64, expected: Int64) {
@@ -59,6 +70,24 @@ final class ProgressMeter: @unchecked Sendable {
     }
 
     private func line(now: Date) -> String {
+        style == .bar ? bar() : table(now: now)
+    }
+
+    /// `-#`: hashes across the terminal and the share done; with no known size, a run of hashes
+    /// that grows and wraps.
+    private func bar() -> String {
+        let total = expectedDownload + expectedUpload
+        let done = downloaded + uploaded
+        guard total > 0 else {
+            let shown = finished ? barWidth : Int((Date().timeIntervalSince(start) * 8).truncatingRemainder(dividingBy: Double(barWidth)))
+            return String(repeating: "#", count: shown).padding(toLength: barWidth, withPad: " ", startingAt: 0)
+        }
+        let fraction = min(1, Double(done) / Double(total))
+        let hashes = String(repeating: "#", count: Int(fraction * Double(barWidth)))
+        return hashes.padding(toLength: barWidth, withPad: " ", startingAt: 0) + String(format: " %5.1f%%", fraction * 100)
+    }
+
+    private func table(now: Date) -> String {
         let spent = now.timeIntervalSince(start)
         let averageDownload = spent > 0 ? Double(downloaded) / spent : 0
         let averageUpload = spent > 0 ? Double(uploaded) / spent : 0

@@ -8,6 +8,9 @@ struct ReportOptions: ParsableArguments {
     @Flag(name: [.customShort("s"), .customLong("silent")], help: "Silent: no progress meter and no error messages (with -S, errors still).")
     var silent = false
 
+    @Flag(name: [.customShort("#"), .customLong("progress-bar")], help: "Show progress as a bar of # rather than the table.")
+    var progressBar = false
+
     @Flag(name: [.customShort("S"), .customLong("show-error")], help: "With -s: print error messages anyway.")
     var showError = false
 

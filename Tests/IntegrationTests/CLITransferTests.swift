@@ -120,6 +120,18 @@ struct CLITransferTests {
         #expect(!failed.stderr.contains("* ?"), "\(failed.stderr)")
     }
 
+    @Test("-#: a bar of hashes ending at 100.0%, instead of the table")
+    func progressBar() throws {
+        let directory = scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let run = try courier(["-#", "-o", directory.appendingPathComponent("out").path, nginx.url("/files/1m.bin").absoluteString])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(!run.stderr.contains("% Total"), "\(run.stderr)")
+        let last = run.stderr.split(whereSeparator: { $0 == "\r" || $0 == "\n" }).last.map(String.init) ?? ""
+        #expect(last.hasPrefix("####"), "\(last)")
+        #expect(last.hasSuffix("100.0%"), "\(last)")
+    }
+
     @Test("-O with a URL that names no file fails with curl's 23")
     func remoteNameWithoutName() throws {
         let run = try courier(["-O", nginx.url("/").absoluteString], in: scratch())

@@ -3,10 +3,6 @@
 #ifndef C_COURIER_LINUX_H
 #define C_COURIER_LINUX_H
 
-// For struct ucred (SO_PEERCRED).
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -42,9 +38,22 @@ static const int courier_SOCK_CLOEXEC = SOCK_CLOEXEC;
 static const int courier_SOCK_STREAM = SOCK_STREAM;
 static const int courier_MSG_NOSIGNAL = MSG_NOSIGNAL;
 
+/// The credentials SO_PEERCRED fills: glibc's `struct ucred`, which it declares only under
+/// _GNU_SOURCE (defining that here would make this module's system types differ from
+/// Dispatch's, and the build fails).
+struct courier_peer_credentials {
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+};
+
+#ifndef SO_PEERCRED
+#define SO_PEERCRED 17
+#endif
+
 /// The user id of the process at the other end of a connected Unix socket, or -1.
 static inline long long courier_peer_uid(int fd) {
-    struct ucred credentials;
+    struct courier_peer_credentials credentials;
     socklen_t length = sizeof(credentials);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
     return (long long)credentials.uid;
