@@ -1,4 +1,5 @@
 import CourierCore
+import Foundation
 
 /// What the session's logs may show of header fields: secrets never appear.
 enum LogRedaction {
@@ -8,6 +9,17 @@ enum LogRedaction {
     /// The value to log for a field: the value, or a placeholder for a secret.
     static func value(_ value: String, forField name: String) -> String {
         redactedFieldNames.contains(name.lowercased()) ? "<redacted>" : value
+    }
+
+    /// A URL for a log message: a password in its user part (`user:password@`) replaced by
+    /// `redacted`.
+    static func url(_ url: URL?) -> String {
+        guard let url else { return "" }
+        guard url.password(percentEncoded: true) != nil, var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else {
+            return url.absoluteString
+        }
+        components.password = "redacted"
+        return components.string ?? "<a URL with a password>"
     }
 
     /// Fields as one line for a log message, secrets redacted.

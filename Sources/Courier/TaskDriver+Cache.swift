@@ -122,7 +122,7 @@ extension TaskDriver {
     /// head (a stored redirect is followed), the sink its body, then its end.
     func answerFromCache(_ stored: CachedURLResponse) {
         guard let cachedResponse = stored.response as? HTTPURLResponse, let url = cachedResponse.url ?? currentURL else { return }
-        logger.debug("answered from the cache", metadata: ["task": "\(identifier)", "url": "\(url.absoluteString)"])
+        logger.debug("answered from the cache", metadata: ["task": "\(identifier)", "url": "\(LogRedaction.url(url))"])
         let response = HTTPURLResponse(url: state.withLock { $0.request?.url } ?? url, statusCode: cachedResponse.statusCode, version: cachedResponse.httpVersion, fields: cachedResponse.fields)
         let actions = state.withLock { state -> TaskStateMachine.Actions in
             guard !state.machine.isFinished, let requestURL = state.request?.url else { return TaskStateMachine.Actions() }

@@ -39,7 +39,7 @@ extension TaskDriver {
             storage.currentRequest = canonical
             storage.countOfBytesExpectedToSend = Int64(loaded.httpBody?.count ?? 0)
         }
-        logger.debug("URLProtocol load", metadata: ["task": "\(identifier)", "class": "\(type)", "url": "\(canonical.url?.absoluteString ?? "")"])
+        logger.debug("URLProtocol load", metadata: ["task": "\(identifier)", "class": "\(type)", "url": "\(LogRedaction.url(canonical.url))"])
         let usesCache = canonical.cachePolicy != .reloadIgnoringLocalCacheData && canonical.cachePolicy != .reloadIgnoringLocalAndRemoteCacheData
         load.start { [loaded] client in
             let cached = usesCache ? cache?.cachedResponse(for: loaded) : nil

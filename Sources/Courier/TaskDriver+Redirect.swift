@@ -36,7 +36,7 @@ extension TaskDriver {
         }
         let proposed = Self.nextRequest(after: current, redirect)
         logger.debug("redirect", metadata: [
-            "task": "\(identifier)", "status": "\(response.statusCode)", "to": "\(redirect.url.absoluteString)",
+            "task": "\(identifier)", "status": "\(response.statusCode)", "to": "\(LogRedaction.url(redirect.url))",
             "method": "\(redirect.method)", "crossOrigin": "\(redirect.isCrossOrigin)",
         ])
         guard let delegate = taskDelegate, let task else {

@@ -425,7 +425,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         guard proceed else { return }
         if session.logsExchanges {
             logger.debug("exchange", metadata: [
-                "task": "\(identifier)", "method": "\(transportRequest.head.method)", "url": "\(request?.url?.absoluteString ?? "")",
+                "task": "\(identifier)", "method": "\(transportRequest.head.method)", "url": "\(LogRedaction.url(request?.url))",
                 "headers": "\(LogRedaction.describe(transportRequest.head.fields))",
             ])
         }
@@ -458,7 +458,13 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         // delivered as the protocol gives it.
         if !fromCache, !fromProtocol, let coding = (response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Content-Encoding"),
            let codings = ContentCoding.codings(fromContentEncoding: coding), !codings.isEmpty {
-            decoder = ContentDecoder(codings: codings, limits: session.frozenConfiguration.courierContentDecodingLimits)
+            let limits = session.frozenConfiguration.courierContentDecodingLimits
+            guard codings.count <= limits.maximumCodings else {
+                let message = "The response's body is coded \(codings.count) times; at most \(limits.maximumCodings) codings are decoded (courierContentDecodingLimits.maximumCodings)."
+                fail(.courier(.cannotDecodeContentData, message, url: response.url), with: .deliveryFailed)
+                return
+            }
+            decoder = ContentDecoder(codings: codings, limits: limits)
         }
         state.withLock { state in
             state.decoder = decoder

@@ -75,6 +75,10 @@ public struct ContentDecodingLimits: Sendable, Equatable {
     /// Decoded bytes below which the ratio is not checked, because small bodies of repeated bytes
     /// (a blank image, padding) are legitimate. The default is 1 MiB.
     public var ratioCheckThreshold: Int64
+    /// Most codings one body may stack (`Content-Encoding: gzip, gzip, …`). Each costs a
+    /// decoder's state and buffers up front, so a head listing thousands would cost megabytes
+    /// before a byte decodes. The default is 5, curl's bound too.
+    public var maximumCodings: Int = 5
 
     /// Creates limits; every parameter defaults to the value documented on its property.
     ///

@@ -28,19 +28,26 @@ struct AsyncBytesTests {
         #expect(bytes.task.error == nil)
     }
 
+    /// A server whose body stops after its first MiB until the test lets it go (or stops it):
+    /// the load is surely still running when the test acts, however slow the machine.
+    func heldServer() throws -> ResumableServer {
+        let server = try ResumableServer(size: 8 * 1024 * 1024)
+        server.pause(at: 1024 * 1024)
+        return server
+    }
+
     @Test("the first byte is handed out while the body is still arriving")
     func incremental() async throws {
+        let server = try heldServer()
+        defer { server.stop() }
         let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
-        // nginx sends /slow/ at 1 MB/s: eight seconds for this body, far longer than any
-        // scheduling delay of a loaded machine.
-        let (bytes, _) = try await session.bytes(from: nginx.url("/slow/8m.bin"))
-        let fixture = try #require(NginxServer.fixtures["8m.bin"])
+        let (bytes, _) = try await session.bytes(from: server.url())
         var iterator = bytes.makeAsyncIterator()
         var received: [UInt8] = []
         while received.count < 64 * 1024, let byte = try await iterator.next() { received.append(byte) }
-        #expect(received == Array(fixture.prefix(64 * 1024)))
-        #expect(bytes.task.countOfBytesReceived < Int64(fixture.count))
+        #expect(received == Array(server.body.prefix(64 * 1024)))
+        #expect(bytes.task.countOfBytesReceived < Int64(server.body.count))
         #expect(bytes.task.state == .running)
         bytes.task.cancel()
     }
@@ -65,9 +72,11 @@ struct AsyncBytesTests {
 
     @Test("cancelling the Swift task cancels the load, and the iteration throws")
     func swiftCancellation() async throws {
+        let server = try heldServer()
+        defer { server.stop() }
         let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
-        let (bytes, _) = try await session.bytes(from: nginx.url("/slow/8m.bin"))
+        let (bytes, _) = try await session.bytes(from: server.url())
         let reader = Task {
             var count = 0
             for try await _ in bytes { count += 1 }
@@ -84,16 +93,16 @@ struct AsyncBytesTests {
 
     @Test("an iterator dropped before the end cancels the load")
     func droppedIterator() async throws {
+        let server = try heldServer()
+        defer { server.stop() }
         let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
-        let (bytes, _) = try await session.bytes(from: nginx.url("/slow/8m.bin"))
+        let (bytes, _) = try await session.bytes(from: server.url())
         do {
             var iterator = bytes.makeAsyncIterator()
             _ = try await iterator.next()
         }
-        let deadline = Date().addingTimeInterval(10)
-        while bytes.task.state != .completed && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(bytes.task.state == .completed)
+        #expect(await pollUntil(timeout: .seconds(60)) { bytes.task.state == .completed })
         #expect((bytes.task.error as? URLError)?.code == .cancelled)
     }
 

@@ -491,6 +491,15 @@ final class BackgroundFixture {
     }
 
     /// A background session with the identifier and `recorder` as its delegate.
+    /// A new session's download of `url`, resumed, once its first bytes were written.
+    func startDownload(of url: URL, _ recorder: BackgroundRecorder, sourceLocation: SourceLocation = #_sourceLocation) async throws -> (URLSession, URLSessionDownloadTask) {
+        let session = makeSession(recorder)
+        let task = session.downloadTask(with: url)
+        task.resume()
+        try #require(await recorder.waitForWrite(of: task.taskIdentifier), "the first bytes came: \(recorder.names())", sourceLocation: sourceLocation)
+        return (session, task)
+    }
+
     func makeSession(_ recorder: BackgroundRecorder, configure: (URLSessionConfiguration) -> Void = { _ in }) -> URLSession {
         let configuration = URLSessionConfiguration.background(withIdentifier: identifier)
         configure(configuration)
@@ -904,11 +913,8 @@ struct BackgroundSessionTests {
         // The first response is held after 1 MiB and stays so: only the restart can finish.
         server.pause(at: 1024 * 1024 + 77)
         let recorder = BackgroundRecorder()
-        let session = fixture.makeSession(recorder)
-        let task = session.downloadTask(with: server.url())
-        task.resume()
+        let (_, task) = try await fixture.startDownload(of: server.url(), recorder)
         let id = task.taskIdentifier
-        try #require(await recorder.waitForWrite(of: id), "the first bytes came: \(recorder.names())")
         let daemon = await BackgroundState.waitForDaemon(in: fixture.directory)
         let first = try #require(daemon, "daemon.pid names the running daemon")
         #expect(kill(first, SIGKILL) == 0)
@@ -1014,10 +1020,7 @@ struct BackgroundSessionTests {
         let held = 1024 * 1024 + 4321
         server.pause(at: held)
         let recorder = BackgroundRecorder()
-        let session = fixture.makeSession(recorder)
-        let task = session.downloadTask(with: server.url())
-        task.resume()
-        try #require(await recorder.waitForWrite(of: task.taskIdentifier), "the first bytes came: \(recorder.names())")
+        let (session, task) = try await fixture.startDownload(of: server.url(), recorder)
 
         let handler = BackgroundHandlerBox()
         task.cancel(byProducingResumeData: { handler.note(data: $0) })
@@ -1057,11 +1060,8 @@ struct BackgroundSessionTests {
         defer { server.stop() }
         server.pause(at: 1024 * 1024)
         let recorder = BackgroundRecorder()
-        let session = fixture.makeSession(recorder)
-        let task = session.downloadTask(with: server.url())
-        task.resume()
+        let (session, task) = try await fixture.startDownload(of: server.url(), recorder)
         let id = task.taskIdentifier
-        try #require(await recorder.waitForWrite(of: id), "the first bytes came: \(recorder.names())")
 
         session.invalidateAndCancel()
         try #require(await recorder.waitForCompletion(of: id))

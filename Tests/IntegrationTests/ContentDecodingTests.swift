@@ -162,6 +162,24 @@ struct ContentDecodingTests {
         #expect(loaded.body.map(Array.init) == plain)
     }
 
+    @Test("five stacked gzip codings decode; six fail with cannotDecodeContentData before any decoder is made", arguments: [5, 6])
+    func stackedCodings(_ count: Int) async throws {
+        let plain = Array("stacked codings\n".utf8)
+        var body = plain
+        for _ in 0..<count { body = try gzip(body) }
+        let field = Array(repeating: "gzip", count: count).joined(separator: ", ")
+        let server = try Self.serving(body, headers: [("Content-Type", "text/plain"), ("Content-Encoding", field)])
+        for delivery in [Delivery.asyncData, .delegate, .download] {
+            let loaded = await load(URLRequest(url: server.url("/stacked")), via: delivery)
+            if count <= ContentDecodingLimits.default.maximumCodings {
+                #expect(loaded.error == nil, "\(delivery): \(String(describing: loaded.error))")
+                #expect(loaded.body.map(Array.init) == plain, "\(delivery)")
+            } else {
+                #expect(urlErrorCode(loaded.error) == .cannotDecodeContentData, "\(delivery): \(String(describing: loaded.error))")
+            }
+        }
+    }
+
     @Test("a coding Courier does not know is delivered as received", arguments: Delivery.allCases)
     func unknownCoding(_ delivery: Delivery) async throws {
         let body = deterministicBytes(count: 3000, seed: 78)

@@ -140,7 +140,7 @@ struct SessionPipelineTests {
             guard connection.readRequest() != nil else { return }
             connection.respond(status: 302, reason: "Found", headers: [("Location", nginx.url("/echo").absoluteString), ("Content-Length", "0")])
         }
-        var request = URLRequest(url: server.url("/start"))
+        var request = URLRequest(url: URL(string: "http://user:secret-password-3@127.0.0.1:\(server.port)/start")!)
         request.setValue("Bearer secret-token-1", forHTTPHeaderField: "Authorization")
         request.setValue("session=secret-cookie-2", forHTTPHeaderField: "Cookie")
         request.setValue("visible-value", forHTTPHeaderField: "X-Plain")
@@ -154,6 +154,8 @@ struct SessionPipelineTests {
         #expect(text.contains("<redacted>"))
         #expect(!text.contains("secret-token-1"))
         #expect(!text.contains("secret-cookie-2"))
+        #expect(!text.contains("secret-password-3"), "a URL's password is not logged")
+        #expect(text.contains("user:redacted@127.0.0.1"), "\(text)")
         #expect(all.allSatisfy { $0.0 < .info }, "a successful request logs nothing at info or above")
     }
 
