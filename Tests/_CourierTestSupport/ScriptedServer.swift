@@ -87,6 +87,7 @@ public final class ScriptedConnection: @unchecked Sendable {
         var offset = 0
         while offset < bytes.count {
             let sent = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent < 0 && errno == EINTR { continue }
             if sent <= 0 { return }
             offset += sent
         }
@@ -167,17 +168,24 @@ public final class ScriptedConnection: @unchecked Sendable {
         return nil
     }
 
-    /// Reads what is available; false on EOF, error or deadline.
+    /// Reads what is available; false on EOF, error or deadline. A signal that interrupts the
+    /// wait (SIGCHLD, when a test's child process exits) is not an end: the wait goes on.
+    /// Taking EINTR for one made a script stop answering a kept-alive connection mid-test.
     private func fill(deadline: Date) -> Bool {
-        let remaining = deadline.timeIntervalSinceNow
-        guard remaining > 0 else { return false }
-        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        guard poll(&descriptor, 1, Int32(remaining * 1000)) > 0 else { return false }
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        guard count > 0 else { return false }
-        buffer += chunk[..<count]
-        return true
+        while true {
+            let remaining = deadline.timeIntervalSinceNow
+            guard remaining > 0 else { return false }
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&descriptor, 1, Int32(max(1, remaining * 1000)))
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else { return false }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return false }
+            buffer += chunk[..<count]
+            return true
+        }
     }
 }
 
