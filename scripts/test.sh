@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, transcript, reactor, pool and integration tests against real
 # servers on loopback (nginx, nghttpd, httpbin, squid, pproxy, a scripted raw server), then every fuzz target
-# for 30 seconds as a smoke test (fails on any crash), then the Swift tests again under
-# AddressSanitizer (scripts/sanitize.sh). Installs what is missing first. Arguments,
+# for 30 seconds as a smoke test (fails on any crash). scripts/sanitize.sh runs the Swift tests
+# under AddressSanitizer; it is not part of this run yet (see its header). Installs what is missing first. Arguments,
 # if any, go to `swift test` instead (e.g. --filter HTTP1), and the fuzz smoke run is skipped.
 # Servers are started by the tests themselves and stopped by PID; anything left over after the
 # run is stopped here from the PID files under .test-run/.
 #
 # Each step's output streams to the terminal and to a log in the run directory
 # (.test-run/<time>-<pid>/). The last line is always `N passed, M failed`: every Swift Testing
-# test of each `swift test` run (the sanitizer's included), and each fuzz target as one test. A step that fails without
+# test of both `swift test` runs, and each fuzz target as one test. A step that fails without
 # naming a failed test (a build error, a crash) counts as one failure. As with `set -e`, the
 # first failing step ends the run with its status. The run directory is removed when everything
 # passed and kept, logs and all, when something failed.
@@ -126,7 +126,4 @@ else
   run_step api-parity one scripts/api-parity.sh
   # On a copy of the corpus: the smoke run leaves the tree as it found it.
   run_step fuzz fuzz Fuzz/run.sh --seconds 30 --smoke
-  # Every Swift test again under AddressSanitizer (its own build, .build-address: about 3
-  # minutes from nothing, 3 more to run on 2 cores), each test counted.
-  run_step sanitize-address swift scripts/sanitize.sh
 fi
