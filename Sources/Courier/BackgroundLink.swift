@@ -156,7 +156,7 @@ final class BackgroundLink: @unchecked Sendable {
 
     /// Tells the daemon of a new task (suspended): it exists there even if this process dies
     /// before resuming it.
-    func created(_ task: URLSessionTask, _ wire: WireTask) {
+    func created(_ wire: WireTask) {
         send(.create(wire))
     }
 

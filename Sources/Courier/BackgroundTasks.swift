@@ -71,7 +71,7 @@ extension URLSession {
             id: identifier, kind: isDownload ? .download : .upload, request: WireRequest(request ?? URLRequest(url: URL(fileURLWithPath: "/"))),
             file: file.map { $0.standardizedFileURL.path }, resumeData: resumeData
         )
-        link.created(task, wire)
+        link.created(wire)
         announceCreated(task)
         return task as? T
     }

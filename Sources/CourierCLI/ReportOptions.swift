@@ -83,7 +83,7 @@ struct WriteOutReport {
     /// as it is.
     func expand(_ format: String) -> String {
         var output = ""
-        var characters = Array(format)
+        let characters = Array(format)
         var index = 0
         while index < characters.count {
             let character = characters[index]
@@ -114,7 +114,6 @@ struct WriteOutReport {
             output.append(character)
             index += 1
         }
-        characters.removeAll()
         return output
     }
 
