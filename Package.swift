@@ -14,6 +14,8 @@ let package = Package(
         // The process that carries background sessions' transfers (URLSessionConfiguration
         // .background): install it next to the program, or on PATH.
         .executable(name: "courier-background", targets: ["CourierBackground"]),
+        // A load generator on the transport, like wrk, wrk2 and h2load.
+        .executable(name: "courier-load", targets: ["CourierLoad"]),
         // The layers under the public API, for the benchmark harness (a load generator on the
         // transport) and the fuzz targets (the protocol cores).
         .library(name: "CourierTransport", targets: ["CourierTransport"]),
@@ -28,6 +30,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.5.0"),
+        // courier-load's latency histograms.
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
     ],
     targets: [
         // C shims and system libraries.
@@ -115,6 +119,17 @@ let package = Package(
             dependencies: [
                 "Courier", "CourierCore", "CourierPolicies",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
+        // The load generator.
+        .executableTarget(
+            name: "CourierLoad",
+            dependencies: [
+                "CourierCore", "CourierHTTP1", "CourierReactor", "CourierTLS", "CourierTransport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
         ),
 

@@ -1,8 +1,8 @@
 // swift-tools-version: 6.1
 //
-// Courier's benchmark harness: a load generator on Courier's transport, the workload clients
-// (Courier's URLSession, FoundationNetworking's, AsyncHTTPClient), parser micro-benchmarks, and
-// a malloc counter. `run.sh` builds these in release mode and runs the comparison.
+// Courier's benchmark harness: the workload clients (Courier's URLSession, FoundationNetworking's,
+// AsyncHTTPClient), parser micro-benchmarks, and a malloc counter. `run.sh` builds these, and the
+// main package's `courier-load`, in release mode and runs the comparison.
 
 import PackageDescription
 
@@ -21,28 +21,13 @@ let package = Package(
         .package(path: ".."),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.20.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
     ],
     targets: [
-        .executableTarget(
-            name: "courier-load",
-            dependencies: [
-                .product(name: "CourierTransport", package: courier),
-                .product(name: "CourierCore", package: courier),
-                .product(name: "CourierTLS", package: courier),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
-            ],
-            path: "Sources/CourierLoad"
-        ),
         .executableTarget(
             name: "courier-bench",
             dependencies: ["BenchSupport", .product(name: "Courier", package: courier)],
             path: "Sources/CourierBench"
         ),
-        // The same client as courier-bench with `import Courier` swapped for
-        // `import FoundationNetworking`; run.sh writes its source from courier-bench's.
-        .executableTarget(name: "foundation-bench", dependencies: ["BenchSupport"], path: "Sources/FoundationBench"),
         .executableTarget(
             name: "ahc-bench",
             dependencies: ["BenchSupport", .product(name: "AsyncHTTPClient", package: "async-http-client")],
@@ -73,3 +58,11 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// The same client as courier-bench with `import Courier` swapped for `import FoundationNetworking`.
+// run.sh writes its source from courier-bench's; until it has, the package builds without it, so
+// that any other product builds from a fresh clone.
+let here = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+if FileManager.default.fileExists(atPath: here.appendingPathComponent("Sources/FoundationBench/main.swift").path) {
+    package.targets.append(.executableTarget(name: "foundation-bench", dependencies: ["BenchSupport"], path: "Sources/FoundationBench"))
+}

@@ -282,7 +282,7 @@ class Runner:
         return {"requests": done, "seconds": seconds, "cpu": cpu, "rss": rss}
 
     def courier_load(self, url, requests, connections, streams):
-        command = [os.path.join(BIN, "courier-load"), "-n", str(requests), "-c", str(connections), "-m", str(streams),
+        command = [os.path.join(HERE, "..", ".build", "release", "courier-load"), "-n", str(requests), "-c", str(connections), "-m", str(streams),
                    "--cacert", f"{self.pki}/ca.pem", "--json", url]
         stdout, cpu, rss, _ = self.run(command)
         result = json.loads(stdout)

@@ -27,6 +27,8 @@ sed 's/^import Courier$/import FoundationNetworking/' Sources/CourierBench/main.
 # clients then measure stale code); planning afresh costs a second.
 rm -f .build/release/description.json
 swift build -c release
+# courier-load is a product of the main package.
+(cd .. && swift build -c release --product courier-load)
 mkdir -p bin
 (cd peers/go && GOFLAGS=-mod=mod go build -o ../../bin/go-bench .)
 exec python3 run.py "$@"

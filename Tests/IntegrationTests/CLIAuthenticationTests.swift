@@ -6,9 +6,9 @@ import _CourierTestSupport
 /// With `environment`, the child gets the parent's environment less every `*_proxy`/`*_PROXY`
 /// variable, plus these (the test process never changes its own: tests run in parallel in it).
 /// `input` is the child's standard input (empty when nil).
-func runCourier(_ arguments: [String], environment: [String: String]? = nil, directory workingDirectory: URL? = nil, input: Data? = nil) throws -> (status: Int32, stdout: String, stderr: String)? {
+func runCourier(_ arguments: [String], environment: [String: String]? = nil, directory workingDirectory: URL? = nil, input: Data? = nil, program: String = "courier") throws -> (status: Int32, stdout: String, stderr: String)? {
     let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    let executable = directory.appendingPathComponent("courier")
+    let executable = directory.appendingPathComponent(program)
     guard FileManager.default.isExecutableFile(atPath: executable.path) else { return nil }
     let process = Process()
     process.executableURL = executable
