@@ -1,6 +1,7 @@
 import ArgumentParser
 import Courier
 import Foundation
+import Synchronization
 
 /// `courier`: fetch a URL with Courier's URLSession, in the manner of curl.
 struct CourierCommand: AsyncParsableCommand {
@@ -177,6 +178,8 @@ struct CourierCommand: AsyncParsableCommand {
             return (url: url, output: output, remoteName: output == nil && index - self.output.count < outputOptions.remoteNameCount)
         }
         var status: Int32 = 0
+        let sessions = SessionCache()
+        defer { sessions.finish() }
         if parallel {
             guard parallelMaximum > 0 else { throw ValidationError("--parallel-max takes 1 or more") }
             // -Z: every transfer at once (up to --parallel-max); the status is the last
@@ -189,7 +192,7 @@ struct CourierCommand: AsyncParsableCommand {
                 func add() {
                     let index = next
                     next += 1
-                    group.addTask { (index, await command.status(of: jobs[index], cookies: cookies)) }
+                    group.addTask { (index, await command.status(of: jobs[index], cookies: cookies, sessions: sessions)) }
                 }
                 while next < min(jobs.count, parallelMaximum) { add() }
                 for await (index, code) in group {
@@ -200,7 +203,7 @@ struct CourierCommand: AsyncParsableCommand {
             status = statuses.last { $0 != 0 } ?? 0
         } else {
             let cookies = UncheckedCookies(storage: cookieStorage, field: cookieField)
-            for job in jobs { status = await self.status(of: job, cookies: cookies) }
+            for job in jobs { status = await self.status(of: job, cookies: cookies, sessions: sessions) }
         }
         if let cookieJar, let cookieStorage {
             do {
@@ -214,9 +217,9 @@ struct CourierCommand: AsyncParsableCommand {
     }
 
     /// One URL's transfer, its failure reported; its exit status.
-    private func status(of job: (url: String, output: String?, remoteName: Bool), cookies: UncheckedCookies) async -> Int32 {
+    private func status(of job: (url: String, output: String?, remoteName: Bool), cookies: UncheckedCookies, sessions: SessionCache) async -> Int32 {
         do {
-            try await transfer(job.url, output: job.output, remoteName: job.remoteName, cookies: (cookies.storage, cookies.field))
+            try await transfer(job.url, output: job.output, remoteName: job.remoteName, cookies: (cookies.storage, cookies.field), sessions: sessions)
             return 0
         } catch let failure as CLIFailure {
             reportOptions.complain(failure.message)
@@ -229,7 +232,9 @@ struct CourierCommand: AsyncParsableCommand {
         }
     }
 
-    private func transfer(_ url: String, output: String?, remoteName: Bool, cookies: (storage: HTTPCookieStorage?, field: String?)) async throws {
+    private func transfer(
+        _ url: String, output: String?, remoteName: Bool, cookies: (storage: HTTPCookieStorage?, field: String?), sessions: SessionCache
+    ) async throws {
         guard var parsed = URL(string: url), let scheme = parsed.scheme, parsed.host() != nil || scheme == "file" || scheme == "data" else {
             throw CLIFailure(message: "URL using bad/illegal format or missing URL: \(url)", code: 3)
         }
@@ -334,10 +339,12 @@ struct CourierCommand: AsyncParsableCommand {
                 sink: sink, include: include || requestOptions.head, verbose: verbose, trust: trust, followsRedirects: location,
                 authentication: authentication, proxyCredential: proxyChoice.credential, behaviour: behaviour
             )
-            let session = URLSession(configuration: configuration, delegate: transfer, delegateQueue: nil)
+            // One session per proxy route for the whole command, so that the URLs reuse its
+            // connections as curl's do; each transfer is its task's delegate.
+            let session = sessions.session(for: proxyChoice.proxy.map { "\($0)" } ?? "", configuration: configuration)
             task = uploadFile.map { session.uploadTask(with: request, fromFile: $0) } ?? session.dataTask(with: request)
+            task.delegate = transfer
             outcome = await transfer.run(task)
-            session.finishTasksAndInvalidate()
             closeFailure = sink.close()
             guard triesLeft > 0, closeFailure == nil, let reason = retryOptions.reason(for: outcome, failsOnStatus: fail || reportOptions.failWithBody) else { break }
             let delay = retryOptions.delay(before: attempt, response: outcome.response)
@@ -374,6 +381,25 @@ struct CourierCommand: AsyncParsableCommand {
             FileHandle.standardOutput.write(Data(text.utf8))
         }
         if let failure { throw failure }
+    }
+}
+
+/// The command's sessions, one per proxy route (every other setting is the same for all its
+/// URLs), made on first use and invalidated once every transfer is done.
+final class SessionCache: @unchecked Sendable {
+    private let sessions = Mutex<[String: URLSession]>([:])
+
+    func session(for route: String, configuration: URLSessionConfiguration) -> URLSession {
+        sessions.withLock { sessions in
+            if let session = sessions[route] { return session }
+            let session = URLSession(configuration: configuration, delegate: nil, delegateQueue: nil)
+            sessions[route] = session
+            return session
+        }
+    }
+
+    func finish() {
+        for session in sessions.withLock({ $0.values }) { session.finishTasksAndInvalidate() }
     }
 }
 

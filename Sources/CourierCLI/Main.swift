@@ -1,3 +1,4 @@
+import ArgumentParser
 import Dispatch
 import Foundation
 
@@ -34,13 +35,45 @@ enum CourierMain {
         } catch {
             exit(EXIT_FAILURE)
         }
+        if let help = helpRequest(in: arguments) {
+            switch help {
+            case .manual:
+                print(CourierCommand.helpMessage(columns: 100))
+            case .topic(let topic):
+                guard let text = HelpCatalog.text(for: topic) else {
+                    FileHandle.standardError.write(Data("courier: no help category named \"\(topic ?? "")\"; try \"--help category\"\n".utf8))
+                    exit(2)
+                }
+                print(text, terminator: "")
+            }
+            exit(EXIT_SUCCESS)
+        }
+        let commandArguments = arguments.map { $0 == "-V" ? "--version" : $0 }
         Task.detached {
             // Parses, runs, and exits with the command's status when it fails.
-            await CourierCommand.main(arguments)
+            await CourierCommand.main(commandArguments)
             exit(EXIT_SUCCESS)
         }
         // Woken by nothing: the task ends the process.
         DispatchSemaphore(value: 0).wait()
+    }
+
+    enum HelpRequest {
+        case topic(String?)
+        case manual
+    }
+
+    /// `-h`/`--help` with the category after it, if any, or `--manual`, wherever they are
+    /// among the arguments (as curl finds them).
+    static func helpRequest(in arguments: [String]) -> HelpRequest? {
+        if arguments.contains("--manual") { return .manual }
+        for (index, argument) in arguments.enumerated() {
+            if argument.hasPrefix("--help=") { return .topic(String(argument.dropFirst("--help=".count))) }
+            guard argument == "-h" || argument == "--help" else { continue }
+            let next = index + 1 < arguments.count ? arguments[index + 1] : nil
+            return .topic(next.flatMap { $0.hasPrefix("-") ? nil : $0 })
+        }
+        return nil
     }
 
     /// How many descriptors can still be opened, counted up to `limit`; nil when the probe

@@ -139,6 +139,10 @@ struct WriteOutReport {
             let total = metrics?.taskInterval.duration ?? 0
             return String(total > 0 ? Int64(Double(bytesDownloaded) / total) : 0)
         case "num_redirects": return String(redirects)
+        case "num_connects":
+            // New connections this transfer opened (a reused one counts none).
+            let network = metrics?.transactionMetrics.filter { $0.resourceFetchType == .networkLoad } ?? []
+            return String(network.filter { !$0.isReusedConnection }.count)
         case "url_effective": return effectiveURL?.absoluteString ?? ""
         case "http_version":
             switch last?.networkProtocolName {

@@ -135,6 +135,12 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     /// A 401: answered once with the -u credential, as curl does (a second 401 is the answer).
     /// Without -u, default handling (a `user:password@` in the URL).
     func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        // As the task's delegate, the connection's TLS challenges come here too.
+        let method = challenge.protectionSpace.authenticationMethod
+        if method == NSURLAuthenticationMethodServerTrust || method == NSURLAuthenticationMethodClientCertificate {
+            urlSession(session, didReceive: challenge, completionHandler: completionHandler)
+            return
+        }
         if challenge.protectionSpace.isProxy() {
             // A proxy's 407: answered once with --proxy-user, as curl does.
             if verbose {
@@ -152,7 +158,6 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             return
         }
         let credential = URLCredential(user: authentication.user, password: authentication.password, persistence: .none)
-        let method = challenge.protectionSpace.authenticationMethod
         if verbose {
             FileHandle.standardError.write(Data("* Server asks for \(method == NSURLAuthenticationMethodHTTPDigest ? "Digest" : "Basic") authentication, realm '\(challenge.protectionSpace.realm ?? "")'\n".utf8))
         }
