@@ -33,6 +33,15 @@ extension TaskDriver {
         enqueue { delegate.urlSession(session, task: task, didReceiveInformationalResponse: response) }
     }
 
+    /// Connection progress, for a task delegate that asks for it, on the delegate queue.
+    func exchange(_ exchange: HTTPExchange, didMakeProgress progress: ConnectionProgress) {
+        guard let task, let delegate = taskDelegate as? CourierConnectionProgressDelegate,
+            let progress = CourierConnectionProgress(progress)
+        else { return }
+        let session = self.session
+        enqueue { delegate.urlSession(session, task: task, courierConnectionProgress: progress) }
+    }
+
     func exchange(_ exchange: HTTPExchange, didReceiveHead head: HTTPResponseHead) {
         if refusesResumeRange(head, exchange: exchange) { return }
         var storedBody: Data?

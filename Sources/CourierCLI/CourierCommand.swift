@@ -308,6 +308,10 @@ struct CourierCommand: AsyncParsableCommand {
             }
         }
         let configuration = URLSessionConfiguration.ephemeral
+        // As curl: every URL goes to the network (an ephemeral session would cache in memory,
+        // and the command's URLs share a session).
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.courierOmittedDefaultFields = omitted
         try requestOptions.apply(to: configuration)
         let proxyChoice = try proxyOptions.apply(to: configuration, url: parsed)

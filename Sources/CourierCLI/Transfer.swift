@@ -2,8 +2,8 @@ import Courier
 import Foundation
 import Synchronization
 
-/// Streams one task's body to a sink and prints heads as asked; the delegate of the CLI's session.
-final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+/// Streams one task's body to a sink and prints heads as asked; the delegate of its task.
+final class Transfer: NSObject, URLSessionDataDelegate, CourierConnectionProgressDelegate, @unchecked Sendable {
     struct Outcome {
         var status: Int?
         var error: (any Error)?
@@ -91,6 +91,7 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             completionHandler(nil)
             return
         }
+        if verbose { FileHandle.standardError.write(Data(Self.describe(response).map { "< \($0)\n" }.joined().appending("<\n").utf8)) }
         dumpHead(of: response)
         let stopped = state.withLock { state -> Bool in
             if let maximum = behaviour.maximumRedirects, state.outcome.redirects >= maximum {
@@ -193,10 +194,6 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
         // The version the request went with: HTTP/2, or HTTP/1.1 whatever the server answered.
-        let version = (response as? HTTPURLResponse)?.httpVersion == "HTTP/2" ? "HTTP/2" : "HTTP/1.1"
-        if verbose, let request = dataTask.requestAsSent {
-            FileHandle.standardError.write(Data(Self.describe(request, version: version).map { "> \($0)\n" }.joined().appending(">\n").utf8))
-        }
         // A redirect past --max-redirs arrives here as the answer: it is not written.
         if state.withLock({ $0.outcome.tooManyRedirects }) {
             completionHandler(.cancel)
@@ -257,19 +254,33 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {
         state.withLock { $0.outcome.metrics = metrics }
+    }
+
+    /// -v: the connection's steps and the request as they happen, in curl's manner.
+    func urlSession(_ session: URLSession, task: URLSessionTask, courierConnectionProgress progress: CourierConnectionProgress) {
         guard verbose else { return }
-        for transaction in metrics.transactionMetrics {
-            // A connection that never carried the request (a failed handshake) has no line:
-            // the error says what happened.
-            guard let protocolName = transaction.networkProtocolName else { continue }
-            var line = "* \(protocolName)"
-            if let version = transaction.negotiatedTLSProtocolVersion { line += " over \(Self.name(version))" }
-            if let address = transaction.remoteAddress, let port = transaction.remotePort {
-                line += transaction.isReusedConnection ? ", reused connection to \(address) port \(port)" : ", new connection to \(address) port \(port)"
-                if transaction.isProxyConnection { line += " (the proxy)" }
+        var lines: [String] = []
+        switch progress {
+        case .trying(let address, let port):
+            lines = ["*   Trying \(address.contains(":") ? "[\(address)]" : address):\(port)..."]
+        case .attemptFailed(let address, let port, let reason):
+            lines = ["* connect to \(address) port \(port) failed: \(reason)"]
+        case .connected(let address, let port, _, _):
+            let host = task.currentRequest?.url?.host() ?? address
+            lines = ["* Connected to \(host) (\(address)) port \(port)"]
+        case .tunnelOpened(let host, let port):
+            lines = ["* Tunnel through the proxy \(host):\(port) is open"]
+        case .secured(let version, let cipher, let alpn):
+            lines = ["* TLS connection using \(version.map(Self.name) ?? "TLS") / \(cipher ?? "?")"]
+            lines.append(alpn.map { "* ALPN: server accepted \($0)" } ?? "* ALPN: server did not agree on a protocol")
+        case .requestSent(let reused, let protocolName):
+            if reused { lines.append("* Re-using the existing connection to \(task.currentRequest?.url?.host() ?? "the host")") }
+            if let request = task.requestAsSent {
+                lines += Self.describe(request, version: protocolName == "h2" ? "HTTP/2" : "HTTP/1.1").map { "> \($0)" }
+                lines.append(">")
             }
-            FileHandle.standardError.write(Data((line + "\n").utf8))
         }
+        FileHandle.standardError.write(Data(lines.map { $0 + "\n" }.joined().utf8))
     }
 
     static func name(_ version: tls_protocol_version_t) -> String {

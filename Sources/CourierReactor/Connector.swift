@@ -34,6 +34,12 @@ public struct ConnectedSocket: Sendable {
     public var resolutionEnd: ContinuousClock.Instant?
 }
 
+/// One address tried by a ``Connector``, for observers (`courier -v`'s "Trying").
+public enum ConnectAttemptEvent: Sendable {
+    case started(SocketAddress)
+    case failed(SocketAddress, SystemError)
+}
+
 /// Dials `host:port` on a loop: resolves without blocking the loop, races addresses with Happy
 /// Eyeballs v2 and gives the first socket to connect to `completion`, exactly once.
 public final class Connector {
@@ -54,6 +60,8 @@ public final class Connector {
     /// When the first lookup was asked for and its first answer arrived (for metrics).
     private var resolutionStart: ContinuousClock.Instant?
     private var resolutionEnd: ContinuousClock.Instant?
+    /// Hears each attempt start and fail, on the loop.
+    public var onAttempt: ((ConnectAttemptEvent) -> Void)?
 
     /// Prepares a dial; nothing happens until ``start(deadline:completion:)``.
     public init(target: Target, loop: EventLoop, resolver: Resolver = Resolver()) {
@@ -136,10 +144,12 @@ public final class Connector {
             case .connected: perform(machine.attemptSucceeded(id))
             case .failed(let error):
                 attempts[id] = nil
+                onAttempt?(.failed(address, error))
                 perform(machine.attemptFailed(id, error, now: .now))
             }
         }
         attempts[id] = attempt
+        onAttempt?(.started(address))
         attempt.start()
     }
 
@@ -149,6 +159,7 @@ public final class Connector {
             return
         }
         self.completion = nil
+        onAttempt = nil
         if case .failure = result {
             perform(machine.cancel())
         }

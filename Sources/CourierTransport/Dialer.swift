@@ -41,6 +41,13 @@ struct Dialer {
         let proxy = key.proxy
         let (host, port) = proxy.map { ($0.host, $0.port) } ?? (key.origin.host, key.origin.port)
         let connector = Connector(target: .host(host, port: port), loop: loop, resolver: environment.resolver)
+        let waiting = oldestWaitingExchange
+        connector.onAttempt = { event in
+            switch event {
+            case .started(let address): report(.trying(address), to: waiting)
+            case .failed(let address, let error): report(.attemptFailed(address, error), to: waiting)
+            }
+        }
         connector.start(deadline: deadline) { result in
             switch result {
             case .success(let socket):
@@ -51,6 +58,7 @@ struct Dialer {
                     completion(.failure(Self.connectFailure(.connect(error), proxy: proxy)))
                     return
                 }
+                report(.connected(remote: socket.address, local: channel.localAddress), to: waiting)
                 // The connect starts when the name is known (Apple's domainLookupEnd ≤ connectStart).
                 let timings = ConnectTimings(
                     resolutionStart: socket.resolutionStart, resolutionEnd: socket.resolutionEnd,
@@ -61,6 +69,12 @@ struct Dialer {
                 completion(.failure(Self.connectFailure(error, proxy: proxy)))
             }
         }
+    }
+
+    /// Tells the request waiting longest what happened.
+    private func report(_ progress: ConnectionProgress, to waiting: @Sendable () -> HTTPExchange?) {
+        guard let exchange = waiting() else { return }
+        exchange.delegate.exchange(exchange, didMakeProgress: progress)
     }
 
     /// A failed connect to the proxy names the proxy.
@@ -75,7 +89,9 @@ struct Dialer {
     ) {
         let next: (Result<Void, DialFailure>) -> Void = { result in
             switch result {
-            case .success: secure(channel, timings: timings, deadline: deadline, completion: completion)
+            case .success:
+                if case .tunnel(let proxy) = key.route { report(.tunnelOpened(proxy), to: oldestWaitingExchange) }
+                secure(channel, timings: timings, deadline: deadline, completion: completion)
             case .failure(let failure): completion(.failure(failure))
             }
         }
@@ -189,7 +205,9 @@ struct Dialer {
         stream.startHandshake(deadline: deadline) { result in
             switch result {
             case .success:
-                completion(.success(Dialed(stream: stream, http2: stream.tls?.applicationProtocol == "h2", timings: timings)))
+                let tls = stream.tls
+                report(.secured(version: tls?.version, cipherName: tls?.cipherName, applicationProtocol: tls?.applicationProtocol), to: oldestWaitingExchange)
+                completion(.success(Dialed(stream: stream, http2: tls?.applicationProtocol == "h2", timings: timings)))
             case .failure(let failure):
                 completion(.failure(failure))
             }

@@ -104,6 +104,7 @@ final class HTTP1Connection: TransportStreamDelegate {
         )
         let timed = request.collectsTimings
         if timed { metrics.requestStart = .now }
+        exchange.delegate.exchange(exchange, didMakeProgress: .requestSent(reusedConnection: requestsCarried > 1, http2: false))
 
         let framing = request.framing
         var bodyProgress = BodyProgress.complete

@@ -120,6 +120,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
             for: exchange, on: stream, reused: streamsCarried > 1, connectTimings: connectTimings, protocolName: "h2"
         )
         metrics.requestStart = .now
+        exchange.delegate.exchange(exchange, didMakeProgress: .requestSent(reusedConnection: streamsCarried > 1, http2: true))
 
         // The framing rule is the request's (one rule for both versions); on HTTP/2 an empty
         // body is no DATA at all, the headers end the stream.

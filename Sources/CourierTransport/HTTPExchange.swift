@@ -22,6 +22,8 @@ public protocol HTTPExchangeDelegate: AnyObject, Sendable {
     /// the connection is the delegate's from here on, to keep and ``UpgradedConnection/start(_:)``
     /// (or close). Called once, in place of completion; then nothing more about the exchange.
     func exchange(_ exchange: HTTPExchange, didUpgradeWith head: HTTPResponseHead, connection: UpgradedConnection, metrics: ExchangeMetrics)
+    /// A step of opening its connection or sending its request happened (``ConnectionProgress``).
+    func exchange(_ exchange: HTTPExchange, didMakeProgress progress: ConnectionProgress)
 }
 
 extension HTTPExchangeDelegate {

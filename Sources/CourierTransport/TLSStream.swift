@@ -141,7 +141,7 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
             trusted = true
             phase = .established
             tls = TLSDetails(
-                version: engine.negotiatedVersion, cipherSuite: engine.negotiatedCipherSuite,
+                version: engine.negotiatedVersion, cipherSuite: engine.negotiatedCipherSuite, cipherName: engine.negotiatedCipherName,
                 applicationProtocol: engine.negotiatedApplicationProtocol, isSessionResumed: engine.isSessionResumed,
                 handshakeStart: handshakeStart, handshakeEnd: .now
             )

@@ -18,6 +18,7 @@ protocol TransportStreamDelegate: AnyObject {
 struct TLSDetails: Sendable {
     var version: TLSVersion?
     var cipherSuite: UInt16?
+    var cipherName: String?
     var applicationProtocol: String?
     var isSessionResumed: Bool
     var handshakeStart: ContinuousClock.Instant

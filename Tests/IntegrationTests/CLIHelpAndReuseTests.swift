@@ -2,7 +2,8 @@ import Foundation
 import Testing
 import _CourierTestSupport
 
-/// `courier --help` laid out as curl's, and one command's URLs sharing connections.
+/// `courier --help` laid out as curl's, `-v` as the connection happens, and one command's URLs
+/// sharing connections.
 struct CLIHelpAndReuseTests {
     private func longOptions(_ text: String) -> Set<String> {
         let pattern = try! NSRegularExpression(pattern: "(?<![A-Za-z0-9-])--([a-z0-9][a-z0-9.-]*[a-z0-9])")
@@ -58,18 +59,22 @@ struct CLIHelpAndReuseTests {
         #expect(run.stdout.hasPrefix("courier "))
     }
 
-    /// Two URLs on the same server go over one connection, as curl's do; the second request
-    /// is the next one read on it.
+    /// The URLs of one command go over one connection, as curl's do, and each is fetched: the
+    /// shared session keeps no cache.
     @Test func urlsOfOneCommandShareAConnection() throws {
         let server = try ScriptedServer { connection in
+            var count = 0
             while let request = connection.readRequest() {
-                connection.respond(body: Array("[\(request.target)]".utf8))
+                count += 1
+                connection.respond(headers: [("Cache-Control", "max-age=3600")], body: Array("[\(request.target) \(count)]".utf8))
             }
         }
         defer { server.stop() }
-        let run = try #require(try runCourier(["-s", server.url("/one").absoluteString, server.url("/two").absoluteString]))
+        // The same URL twice, cacheable for an hour: both go to the server, as with curl.
+        let urls = [server.url("/one"), server.url("/two"), server.url("/one")].map(\.absoluteString)
+        let run = try #require(try runCourier(["-s"] + urls))
         #expect(run.status == 0)
-        #expect(run.stdout == "[/one][/two]")
+        #expect(run.stdout == "[/one 1][/two 2][/one 3]")
         #expect(server.connectionCount == 1)
     }
 
@@ -83,5 +88,59 @@ struct CLIHelpAndReuseTests {
         )
         #expect(run.status == 0)
         #expect(run.stdout == "1\n0\n")
+    }
+
+    /// The lines of `text` that start with one of `prefixes`, in order, each the first after the last.
+    private func ordered(_ text: String, _ prefixes: [String]) -> Bool {
+        let lines = text.split(separator: "\n").map(String.init)
+        var from = 0
+        for prefix in prefixes {
+            guard let index = lines[from...].firstIndex(where: { $0.hasPrefix(prefix) }) else { return false }
+            from = index + 1
+        }
+        return true
+    }
+
+    @Test func verboseShowsTheTLSConnectionAsItHappens() throws {
+        let nginx = try NginxServer.shared()
+        let port = try #require(nginx.tlsPorts["good"])
+        let run = try #require(try runCourier(["-sv", "--cacert", nginx.certificates.caPEM, nginx.tlsURL("good", "/files/hello.txt").absoluteString]))
+        #expect(run.status == 0)
+        let steps = [
+            "*   Trying 127.0.0.1:\(port)...", "* Connected to 127.0.0.1 (127.0.0.1) port \(port)", "* TLS connection using TLS 1.3 / TLS_",
+            "* ALPN: server accepted h2", "> GET /files/hello.txt HTTP/2", "> Host: 127.0.0.1:\(port)", "< HTTP/2 200",
+        ]
+        #expect(ordered(run.stderr, steps), "\(run.stderr)")
+    }
+
+    @Test func verboseShowsTheFailedConnect() throws {
+        let port = freeLoopbackPort()
+        let run = try #require(try runCourier(["-sv", "http://127.0.0.1:\(port)/"]))
+        #expect(run.status == 7)
+        #expect(ordered(run.stderr, ["*   Trying 127.0.0.1:\(port)...", "* connect to 127.0.0.1 port \(port) failed: Connection refused"]), "\(run.stderr)")
+    }
+
+    /// The request is shown when it goes out, not when an answer comes: a server that never
+    /// answers still has it printed before the timeout.
+    @Test func verboseShowsTheRequestBeforeAnyAnswer() throws {
+        let server = try ScriptedServer { connection in
+            _ = connection.readRequest()
+            _ = connection.readToEOF(timeout: 60)
+        }
+        defer { server.stop() }
+        let run = try #require(try runCourier(["-sv", "-m", "1", server.url("/hang").absoluteString]))
+        #expect(run.status == 28)
+        #expect(ordered(run.stderr, ["* Connected to 127.0.0.1", "> GET /hang HTTP/1.1", ">"]), "\(run.stderr)")
+        #expect(!run.stderr.contains("< "))
+    }
+
+    /// A second URL on the same connection says so, and its request follows.
+    @Test func verboseShowsReuse() throws {
+        let nginx = try NginxServer.shared()
+        let url = nginx.url("/files/hello.txt").absoluteString
+        let run = try #require(try runCourier(["-sv", "-o", "/dev/null", "-o", "/dev/null", url, url]))
+        #expect(run.status == 0)
+        #expect(run.stderr.components(separatedBy: "*   Trying").count == 2)
+        #expect(ordered(run.stderr, ["> GET /files/hello.txt HTTP/1.1", "< HTTP/1.1 200", "* Re-using the existing connection to 127.0.0.1", "> GET /files/hello.txt HTTP/1.1"]))
     }
 }

@@ -41,7 +41,7 @@ struct CLIProxyTests {
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == hello)
         #expect(run.stderr.contains("* Using proxy \(squidURL) (from -x)"), "\(run.stderr)")
-        #expect(run.stderr.contains("new connection to 127.0.0.1 port \(squid.openPort) (the proxy)"), "\(run.stderr)")
+        #expect(run.stderr.contains("*   Trying 127.0.0.1:\(squid.openPort)...\n* Connected to"), "\(run.stderr)")
         let entry = try #require(await squid.entry { $0.url.contains(marker) })
         #expect(entry.method == "GET")
         #expect(entry.url == markedURL(marker))
@@ -56,7 +56,8 @@ struct CLIProxyTests {
         let run = try courier(["-v", "--cacert", caFile, "-x", squidURL, "https://localhost:\(port)/files/hello.txt"])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == hello)
-        #expect(run.stderr.contains("port \(squid.openPort) (the proxy)"), "\(run.stderr)")
+        #expect(run.stderr.contains("*   Trying 127.0.0.1:\(squid.openPort)...\n"), "\(run.stderr)")
+        #expect(run.stderr.contains("* Tunnel through the proxy 127.0.0.1:\(squid.openPort) is open\n"), "\(run.stderr)")
         #expect(await squid.tunnelLogged(to: "localhost:\(port)", port: squid.openPort, after: before), "\(squid.accessLog())")
     }
 
@@ -115,6 +116,9 @@ struct CLIProxyTests {
         #expect(run.stdout == "through pproxy")
         let scheme = option == "--socks5" ? "socks5" : "socks5h"
         #expect(run.stderr.contains("* Using proxy \(scheme)://127.0.0.1:\(socks.openPort) (from \(option))"), "\(run.stderr)")
+        // -v follows the dial live: the proxy's address, then its tunnel.
+        #expect(run.stderr.contains("*   Trying 127.0.0.1:\(socks.openPort)...\n"), "\(run.stderr)")
+        #expect(run.stderr.contains("* Tunnel through the proxy 127.0.0.1:\(socks.openPort) is open\n"), "\(run.stderr)")
         let destinations = socks.destinations()
         if option == "--socks5" {
             #expect(destinations.contains("127.0.0.1:\(origin.port)"), "\(socks.log())")
@@ -133,8 +137,8 @@ struct CLIProxyTests {
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == hello)
         #expect(!run.stderr.contains("Using proxy"), "\(run.stderr)")
-        #expect(run.stderr.contains("new connection to 127.0.0.1 port \(nginx.port)"), "\(run.stderr)")
-        #expect(!run.stderr.contains("(the proxy)"))
+        #expect(run.stderr.contains("*   Trying 127.0.0.1:\(nginx.port)...\n"), "\(run.stderr)")
+        #expect(!run.stderr.contains("Trying 127.0.0.1:\(squid.openPort)"))
         #expect(await squidNeverSaw(marker))
     }
 
@@ -147,7 +151,7 @@ struct CLIProxyTests {
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == hello)
         #expect(run.stderr.contains("* Using proxy \(squidURL) (from the environment)"), "\(run.stderr)")
-        #expect(run.stderr.contains("port \(squid.openPort) (the proxy)"), "\(run.stderr)")
+        #expect(run.stderr.contains("*   Trying 127.0.0.1:\(squid.openPort)...\n"), "\(run.stderr)")
         let entry = try #require(await squid.entry { $0.url.contains(marker) })
         #expect(entry.status == 200)
         #expect(entry.port == squid.openPort)
@@ -160,7 +164,8 @@ struct CLIProxyTests {
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == hello)
         #expect(!run.stderr.contains("Using proxy"), "\(run.stderr)")
-        #expect(!run.stderr.contains("(the proxy)"))
+        #expect(run.stderr.contains("*   Trying 127.0.0.1:\(nginx.port)...\n"), "\(run.stderr)")
+        #expect(!run.stderr.contains("Trying 127.0.0.1:\(squid.openPort)"))
         #expect(await squidNeverSaw(marker))
     }
 
@@ -172,7 +177,8 @@ struct CLIProxyTests {
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == hello)
         #expect(run.stderr.contains("* Using proxy \(squidURL) (from the environment)"), "\(run.stderr)")
-        #expect(run.stderr.contains("port \(squid.openPort) (the proxy)"), "\(run.stderr)")
+        #expect(run.stderr.contains("*   Trying 127.0.0.1:\(squid.openPort)...\n"), "\(run.stderr)")
+        #expect(run.stderr.contains("* Tunnel through the proxy 127.0.0.1:\(squid.openPort) is open\n"), "\(run.stderr)")
         #expect(await squid.tunnelLogged(to: "127.0.0.1:\(port)", port: squid.openPort, after: before), "\(squid.accessLog())")
     }
 
@@ -181,7 +187,8 @@ struct CLIProxyTests {
         let marker = proxyMarker()
         let run = try courier(["-v", markedURL(marker)], environment: ["https_proxy": squidURL])
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(!run.stderr.contains("(the proxy)"))
+        #expect(run.stderr.contains("*   Trying 127.0.0.1:\(nginx.port)...\n"), "\(run.stderr)")
+        #expect(!run.stderr.contains("Trying 127.0.0.1:\(squid.openPort)"))
         #expect(await squidNeverSaw(marker))
     }
 
@@ -214,7 +221,8 @@ struct CLIProxyTests {
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == hello)
         #expect(!run.stderr.contains("Using proxy"), "\(run.stderr)")
-        #expect(!run.stderr.contains("(the proxy)"))
+        #expect(run.stderr.contains("*   Trying 127.0.0.1:\(nginx.port)...\n"), "\(run.stderr)")
+        #expect(!run.stderr.contains("Trying 127.0.0.1:\(squid.openPort)"))
         #expect(await squidNeverSaw(marker))
     }
 
