@@ -180,6 +180,7 @@ struct CourierCommand: AsyncParsableCommand {
         var status: Int32 = 0
         let sessions = SessionCache()
         defer { sessions.finish() }
+        let narrator = try Narrator.make(verbose: verbose, traceText: reportOptions.traceASCII, traceHex: reportOptions.trace)
         if parallel {
             guard parallelMaximum > 0 else { throw ValidationError("--parallel-max takes 1 or more") }
             // -Z: every transfer at once (up to --parallel-max); the status is the last
@@ -192,7 +193,7 @@ struct CourierCommand: AsyncParsableCommand {
                 func add() {
                     let index = next
                     next += 1
-                    group.addTask { (index, await command.status(of: jobs[index], cookies: cookies, sessions: sessions)) }
+                    group.addTask { (index, await command.status(of: jobs[index], cookies: cookies, sessions: sessions, narrator: narrator)) }
                 }
                 while next < min(jobs.count, parallelMaximum) { add() }
                 for await (index, code) in group {
@@ -203,7 +204,7 @@ struct CourierCommand: AsyncParsableCommand {
             status = statuses.last { $0 != 0 } ?? 0
         } else {
             let cookies = UncheckedCookies(storage: cookieStorage, field: cookieField)
-            for job in jobs { status = await self.status(of: job, cookies: cookies, sessions: sessions) }
+            for job in jobs { status = await self.status(of: job, cookies: cookies, sessions: sessions, narrator: narrator) }
         }
         if let cookieJar, let cookieStorage {
             do {
@@ -217,9 +218,9 @@ struct CourierCommand: AsyncParsableCommand {
     }
 
     /// One URL's transfer, its failure reported; its exit status.
-    private func status(of job: (url: String, output: String?, remoteName: Bool), cookies: UncheckedCookies, sessions: SessionCache) async -> Int32 {
+    private func status(of job: (url: String, output: String?, remoteName: Bool), cookies: UncheckedCookies, sessions: SessionCache, narrator: Narrator?) async -> Int32 {
         do {
-            try await transfer(job.url, output: job.output, remoteName: job.remoteName, cookies: (cookies.storage, cookies.field), sessions: sessions)
+            try await transfer(job.url, output: job.output, remoteName: job.remoteName, cookies: (cookies.storage, cookies.field), sessions: sessions, narrator: narrator)
             return 0
         } catch let failure as CLIFailure {
             reportOptions.complain(failure.message)
@@ -233,7 +234,8 @@ struct CourierCommand: AsyncParsableCommand {
     }
 
     private func transfer(
-        _ url: String, output: String?, remoteName: Bool, cookies: (storage: HTTPCookieStorage?, field: String?), sessions: SessionCache
+        _ url: String, output: String?, remoteName: Bool, cookies: (storage: HTTPCookieStorage?, field: String?), sessions: SessionCache,
+        narrator: Narrator?
     ) async throws {
         guard var parsed = URL(string: url), let scheme = parsed.scheme, parsed.host() != nil || scheme == "file" || scheme == "data" else {
             throw CLIFailure(message: "URL using bad/illegal format or missing URL: \(url)", code: 3)
@@ -315,9 +317,7 @@ struct CourierCommand: AsyncParsableCommand {
         configuration.courierOmittedDefaultFields = omitted
         try requestOptions.apply(to: configuration)
         let proxyChoice = try proxyOptions.apply(to: configuration, url: parsed)
-        if verbose, let proxy = proxyChoice.proxy {
-            FileHandle.standardError.write(Data("* Using proxy \(proxy) (from \(proxyChoice.source))\n".utf8))
-        }
+        if let proxy = proxyChoice.proxy { narrator?.info("Using proxy \(proxy) (from \(proxyChoice.source))") }
         if let maxTime { configuration.timeoutIntervalForResource = maxTime }
         if let field = cookies.field { request.setValue(field, forHTTPHeaderField: "Cookie") }
         configuration.httpCookieStorage = cookies.storage
@@ -340,7 +340,7 @@ struct CourierCommand: AsyncParsableCommand {
                 progress: showsProgress ? ProgressMeter(style: reportOptions.progressBar ? .bar : .table) : nil, clientIdentity: identity
             )
             let transfer = Transfer(
-                sink: sink, include: include || requestOptions.head, verbose: verbose, trust: trust, followsRedirects: location,
+                sink: sink, include: include || requestOptions.head, narrator: narrator, trust: trust, followsRedirects: location,
                 authentication: authentication, proxyCredential: proxyChoice.credential, behaviour: behaviour
             )
             // One session per proxy route for the whole command, so that the URLs reuse its

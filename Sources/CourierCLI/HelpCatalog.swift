@@ -90,6 +90,8 @@ enum HelpCatalog {
         Entry(long: "socks5-hostname", value: "<host[:port]>", summary: "Go through this SOCKS5 proxy, which resolves", categories: ["proxy"]),
         Entry(long: "tlsv1.2", summary: "Use TLS 1.2 or later (the default)", categories: ["tls"]),
         Entry(long: "tlsv1.3", summary: "Use TLS 1.3 or later", categories: ["tls"]),
+        Entry(long: "trace", value: "<file>", summary: "Write everything sent and received, in hex, to a file", categories: ["verbose"]),
+        Entry(long: "trace-ascii", value: "<file>", summary: "Write everything sent and received, as text, to a file", categories: ["verbose"]),
         Entry(short: "T", long: "upload-file", value: "<file>", summary: "PUT this file to the URL", categories: ["important", "upload"]),
         Entry(long: "url", value: "<url>", summary: "A URL to fetch", categories: ["curl"]),
         Entry(short: "u", long: "user", value: "<user:password>", summary: "Credentials for the server", categories: ["important", "auth"]),

@@ -20,6 +20,12 @@ struct ReportOptions: ParsableArguments {
     @Option(name: [.customShort("w"), .customLong("write-out")], help: "After the transfer, print this text with %{variable}s filled in (http_code, time_total, size_download, url_effective, …); @FILE reads it from a file.")
     var writeOut: String?
 
+    @Option(name: .customLong("trace-ascii"), help: "Write every note and every byte sent and received (heads, -d bodies, the body) to this file, - for standard output, as text; replaces -v.")
+    var traceASCII: String?
+
+    @Option(name: .customLong("trace"), help: "As --trace-ascii, each byte shown in hex beside its character.")
+    var trace: String?
+
     @Flag(name: .customLong("fail-with-body"), help: "As -f, exit with 22 on a status of 400 or above, but still write the body.")
     var failWithBody = false
 

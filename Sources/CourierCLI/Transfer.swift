@@ -35,7 +35,8 @@ final class Transfer: NSObject, URLSessionDataDelegate, CourierConnectionProgres
 
     private let sink: OutputSink
     private let include: Bool
-    private let verbose: Bool
+    /// -v, --trace, --trace-ascii.
+    private let narrator: Narrator?
     private let trust: TrustPolicy
     private let followsRedirects: Bool
     private let authentication: Authentication?
@@ -72,7 +73,7 @@ final class Transfer: NSObject, URLSessionDataDelegate, CourierConnectionProgres
     }
 
     init(
-        sink: OutputSink, include: Bool, verbose: Bool, trust: TrustPolicy, followsRedirects: Bool, authentication: Authentication?,
+        sink: OutputSink, include: Bool, narrator: Narrator?, trust: TrustPolicy, followsRedirects: Bool, authentication: Authentication?,
         proxyCredential: URLCredential? = nil, behaviour: Behaviour = Behaviour()
     ) {
         self.behaviour = behaviour
@@ -80,7 +81,7 @@ final class Transfer: NSObject, URLSessionDataDelegate, CourierConnectionProgres
         self.proxyCredential = proxyCredential
         self.sink = sink
         self.include = include
-        self.verbose = verbose
+        self.narrator = narrator
         self.trust = trust
         self.followsRedirects = followsRedirects
     }
@@ -91,7 +92,6 @@ final class Transfer: NSObject, URLSessionDataDelegate, CourierConnectionProgres
             completionHandler(nil)
             return
         }
-        if verbose { FileHandle.standardError.write(Data(Self.describe(response).map { "< \($0)\n" }.joined().appending("<\n").utf8)) }
         dumpHead(of: response)
         let stopped = state.withLock { state -> Bool in
             if let maximum = behaviour.maximumRedirects, state.outcome.redirects >= maximum {
@@ -107,12 +107,9 @@ final class Transfer: NSObject, URLSessionDataDelegate, CourierConnectionProgres
             task.cancel()
             return
         }
-        if verbose {
-            if let sent = task.requestAsSent {
-                FileHandle.standardError.write(Data(Self.describe(sent, version: response.httpVersion == "HTTP/2" ? "HTTP/2" : "HTTP/1.1").map { "> \($0)\n" }.joined().appending(">\n").utf8))
-            }
-            let head = Self.describe(response).map { "< \($0)\n" }.joined()
-            FileHandle.standardError.write(Data((head + "<\n* Issue another request to this URL: '\(request.url?.absoluteString ?? "")'\n").utf8))
+        if let narrator {
+            narrator.receivedHead(Self.describe(response))
+            narrator.info("Issue another request to this URL: '\(request.url?.absoluteString ?? "")'")
         }
         if include, let failure = sink.write(Data((Self.describe(response).joined(separator: "\r\n") + "\r\n\r\n").utf8)) {
             state.withLock { $0.outcome.outputFailure = failure }
@@ -144,9 +141,7 @@ final class Transfer: NSObject, URLSessionDataDelegate, CourierConnectionProgres
         }
         if challenge.protectionSpace.isProxy() {
             // A proxy's 407: answered once with --proxy-user, as curl does.
-            if verbose {
-                FileHandle.standardError.write(Data("* Proxy \(challenge.protectionSpace.host):\(challenge.protectionSpace.port) asks for authentication, realm '\(challenge.protectionSpace.realm ?? "")'\n".utf8))
-            }
+            narrator?.info("Proxy \(challenge.protectionSpace.host):\(challenge.protectionSpace.port) asks for authentication, realm '\(challenge.protectionSpace.realm ?? "")'")
             guard let proxyCredential, challenge.previousFailureCount == 0 else {
                 completionHandler(proxyCredential == nil ? .performDefaultHandling : .useCredential, nil)
                 return
@@ -159,13 +154,9 @@ final class Transfer: NSObject, URLSessionDataDelegate, CourierConnectionProgres
             return
         }
         let credential = URLCredential(user: authentication.user, password: authentication.password, persistence: .none)
-        if verbose {
-            FileHandle.standardError.write(Data("* Server asks for \(method == NSURLAuthenticationMethodHTTPDigest ? "Digest" : "Basic") authentication, realm '\(challenge.protectionSpace.realm ?? "")'\n".utf8))
-        }
+        narrator?.info("Server asks for \(method == NSURLAuthenticationMethodHTTPDigest ? "Digest" : "Basic") authentication, realm '\(challenge.protectionSpace.realm ?? "")'")
         guard challenge.previousFailureCount == 0, authentication.answers(challenge.protectionSpace) else {
-            if verbose, challenge.previousFailureCount == 0 {
-                FileHandle.standardError.write(Data("* Not sending the -u credential to another host\n".utf8))
-            }
+            if challenge.previousFailureCount == 0 { narrator?.info("Not sending the -u credential to another host") }
             completionHandler(.useCredential, nil)
             return
         }
@@ -220,7 +211,7 @@ final class Transfer: NSObject, URLSessionDataDelegate, CourierConnectionProgres
         if let http = response as? HTTPURLResponse {
             state.withLock { $0.outcome.status = http.statusCode }
             let head = Self.describe(http)
-            if verbose { FileHandle.standardError.write(Data(head.map { "< \($0)\n" }.joined().appending("<\n").utf8)) }
+            narrator?.receivedHead(head)
             if include, let failure = sink.write(Data((head.joined(separator: "\r\n") + "\r\n\r\n").utf8)) {
                 state.withLock { $0.outcome.outputFailure = failure }
                 completionHandler(.cancel)
@@ -231,6 +222,7 @@ final class Transfer: NSObject, URLSessionDataDelegate, CourierConnectionProgres
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        narrator?.receivedData(data)
         let total = state.withLock { state -> Int64 in
             state.outcome.bytesDownloaded += Int64(data.count)
             return state.outcome.bytesDownloaded
@@ -256,31 +248,28 @@ final class Transfer: NSObject, URLSessionDataDelegate, CourierConnectionProgres
         state.withLock { $0.outcome.metrics = metrics }
     }
 
-    /// -v: the connection's steps and the request as they happen, in curl's manner.
+    /// -v and the traces: the connection's steps and the request as they happen, in curl's manner.
     func urlSession(_ session: URLSession, task: URLSessionTask, courierConnectionProgress progress: CourierConnectionProgress) {
-        guard verbose else { return }
-        var lines: [String] = []
+        guard let narrator else { return }
         switch progress {
         case .trying(let address, let port):
-            lines = ["*   Trying \(address.contains(":") ? "[\(address)]" : address):\(port)..."]
+            narrator.info("  Trying \(address.contains(":") ? "[\(address)]" : address):\(port)...")
         case .attemptFailed(let address, let port, let reason):
-            lines = ["* connect to \(address) port \(port) failed: \(reason)"]
+            narrator.info("connect to \(address) port \(port) failed: \(reason)")
         case .connected(let address, let port, _, _):
-            let host = task.currentRequest?.url?.host() ?? address
-            lines = ["* Connected to \(host) (\(address)) port \(port)"]
+            narrator.info("Connected to \(task.currentRequest?.url?.host() ?? address) (\(address)) port \(port)")
         case .tunnelOpened(let host, let port):
-            lines = ["* Tunnel through the proxy \(host):\(port) is open"]
+            narrator.info("Tunnel through the proxy \(host):\(port) is open")
         case .secured(let version, let cipher, let alpn):
-            lines = ["* TLS connection using \(version.map(Self.name) ?? "TLS") / \(cipher ?? "?")"]
-            lines.append(alpn.map { "* ALPN: server accepted \($0)" } ?? "* ALPN: server did not agree on a protocol")
+            narrator.info("TLS connection using \(version.map(Self.name) ?? "TLS") / \(cipher ?? "?")")
+            narrator.info(alpn.map { "ALPN: server accepted \($0)" } ?? "ALPN: server did not agree on a protocol")
         case .requestSent(let reused, let protocolName):
-            if reused { lines.append("* Re-using the existing connection to \(task.currentRequest?.url?.host() ?? "the host")") }
+            if reused { narrator.info("Re-using the existing connection to \(task.currentRequest?.url?.host() ?? "the host")") }
             if let request = task.requestAsSent {
-                lines += Self.describe(request, version: protocolName == "h2" ? "HTTP/2" : "HTTP/1.1").map { "> \($0)" }
-                lines.append(">")
+                narrator.sentHead(Self.describe(request, version: protocolName == "h2" ? "HTTP/2" : "HTTP/1.1"))
+                if let body = request.httpBody { narrator.sentBody(body) }
             }
         }
-        FileHandle.standardError.write(Data(lines.map { $0 + "\n" }.joined().utf8))
     }
 
     static func name(_ version: tls_protocol_version_t) -> String {
