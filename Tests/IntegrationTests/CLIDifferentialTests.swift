@@ -19,15 +19,21 @@ struct DifferentialCase: CustomTestStringConvertible, Sendable {
         /// What the scripted server received at `{RAW}/capture`: method, Content-Type and body,
         /// with the multipart boundary (random in both) replaced.
         case captured
+        /// Nothing but the exit status: the text is each program's own (help, version).
+        case statusOnly
     }
 
     var name: String
     /// Arguments; `{BASE}` is nginx's `http://127.0.0.1:PORT`, `{RAW}` the scripted server's,
-    /// `{CLOSED}` a port nobody listens on, `{FILE}` a file with two lines.
+    /// `{CLOSED}` a port nobody listens on (`{CLOSEDHOST}` as HOST:PORT), `{FILE}` a file with two
+    /// lines, `{H2C}` nginx's prior-knowledge HTTP/2 port, `{HTTPBIN}` httpbin; `partial.txt`
+    /// holds the first 6 bytes of `/files/hello.txt`.
     var arguments: [String]
     var output: Output = .exact
     /// Files written in the working directory, compared by name and bytes (or first line).
     var filesFirstLineOnly = false
+    /// Files are Netscape cookie files, compared by their cookies (``CLIDifferentialTests/cookieLines(_:)``).
+    var cookieFile = false
     /// Standard input for both.
     var input: Data?
     /// curl's exit status, checked too: a case whose servers were not reached fails, even
@@ -106,9 +112,46 @@ struct DifferentialCase: CustomTestStringConvertible, Sendable {
         DifferentialCase(name: "-Z: a failure among successes sets the status", arguments: ["-s", "-Z", "-o", "a", "-o", "b", "{CLOSED}/", "{BASE}/files/hello.txt"], exit: 7),
         DifferentialCase(name: "--url, twice", arguments: ["--url", "{BASE}/files/hello.txt", "--url", "{BASE}/status/201"]),
         DifferentialCase(name: "--form-string keeps @ and ;", arguments: ["--form-string", "raw=@not;type=x", "{RAW}/capture"], output: .captured),
+        DifferentialCase(name: "--basic with -u", arguments: ["--basic", "-u", "{USER}", "{BASE}/basic/hello.txt"]),
+        DifferentialCase(name: "--anyauth with -u: Basic, once asked", arguments: ["--anyauth", "-u", "{USER}", "{BASE}/basic/hello.txt"]),
+        DifferentialCase(name: "--digest with -u answers httpbin's Digest challenge", arguments: ["-s", "--digest", "-u", "user:passwd", "{HTTPBIN}/digest-auth/auth/user/passwd"]),
+        DifferentialCase(name: "a wrong --digest password: the 401 is the answer", arguments: ["-s", "-o", "body", "-w", "%{http_code}", "--digest", "-u", "user:wrong", "{HTTPBIN}/digest-auth/auth/user/passwd"]),
+        DifferentialCase(name: "-c FILE writes the cookies set (its header comment apart)", arguments: ["-s", "-c", "jar.txt", "{BASE}/cookie/set", "{BASE}/cookie/secure"], cookieFile: true),
+        DifferentialCase(name: "-j with -b: the cookies of the session still flow", arguments: ["-s", "-j", "-b", "", "{BASE}/cookie/set", "{BASE}/echo"], output: .echo(fields: ["Cookie"])),
+        DifferentialCase(name: "--connect-timeout on a reachable server", arguments: ["--connect-timeout", "5", "{BASE}/files/hello.txt"]),
+        DifferentialCase(name: "-m on a server that never answers: 28", arguments: ["-s", "-m", "1", "{RAW}/hang"], exit: 28),
+        DifferentialCase(name: "-C - resumes partial.txt from its size", arguments: ["-s", "-C", "-", "-o", "partial.txt", "{BASE}/files/hello.txt"]),
+        DifferentialCase(name: "-O -J: the name Content-Disposition gives, its directory part dropped", arguments: ["-s", "-O", "-J", "{BASE}/disposition/hello.txt"]),
+        DifferentialCase(name: "-x to a closed proxy: 7", arguments: ["-s", "-x", "{CLOSED}", "{BASE}/files/hello.txt"], exit: 7),
+        DifferentialCase(name: "--proxy-user with a closed proxy: 7", arguments: ["-s", "-x", "{CLOSED}", "--proxy-user", "a:b", "{BASE}/files/hello.txt"], exit: 7),
+        DifferentialCase(name: "--noproxy sends 127.0.0.1 direct despite -x", arguments: ["-s", "-x", "{CLOSED}", "--noproxy", "127.0.0.1", "{BASE}/files/hello.txt"]),
+        DifferentialCase(name: "--socks5 to a closed proxy: 7", arguments: ["-s", "--socks5", "{CLOSEDHOST}", "{BASE}/files/hello.txt"], exit: 7),
+        DifferentialCase(name: "--socks5-hostname to a closed proxy: 7", arguments: ["-s", "--socks5-hostname", "{CLOSEDHOST}", "{BASE}/files/hello.txt"], exit: 7),
+        DifferentialCase(name: "--http2 over TLS, told by -w", arguments: ["-s", "-o", "body", "--http2", "--cacert", "{CA}", "-w", "%{http_version}", "{TLS:good}/files/hello.txt"]),
+        DifferentialCase(name: "--http2-prior-knowledge on cleartext", arguments: ["-s", "--http2-prior-knowledge", "-w", "%{http_version}", "{H2C}/files/hello.txt"]),
+        DifferentialCase(name: "--tlsv1.2 against a TLS 1.2 server", arguments: ["-s", "--tlsv1.2", "--cacert", "{CA}", "{TLS:tls12}/files/hello.txt"]),
+        DifferentialCase(name: "--pass beside an unencrypted --key", arguments: ["-s", "--cacert", "{CA}", "--cert", "{CLIENT_PEM}", "--key", "{CLIENT_KEY}", "--pass", "unused", "{TLS:clientcert}/files/hello.txt"]),
+        DifferentialCase(name: "-# with -o: the file, nothing on standard output", arguments: ["-#", "-o", "out.txt", "{BASE}/files/64k.bin"]),
+        DifferentialCase(name: "-Z --parallel-max 1", arguments: ["-s", "-Z", "--parallel-max", "1", "-o", "a", "-o", "b", "{BASE}/files/hello.txt", "{BASE}/files/64k.bin"]),
+        DifferentialCase(name: "--retry-delay: a 503, a second's wait, then the 200", arguments: ["-s", "--retry", "1", "--retry-delay", "1", "{RAW}/flaky"]),
+        DifferentialCase(name: "--retry-connrefused retries a refused connection, then fails: 7", arguments: ["-s", "--retry", "1", "--retry-delay", "1", "--retry-connrefused", "{CLOSED}/"], exit: 7),
+        DifferentialCase(name: "--retry-all-errors retries a body cut short, then fails: 18", arguments: ["-s", "--retry", "1", "--retry-delay", "1", "--retry-all-errors", "{RAW}/short"], exit: 18),
+        DifferentialCase(name: "--retry-max-time leaves room for the retry", arguments: ["-s", "--retry", "2", "--retry-max-time", "30", "{RAW}/flaky"]),
+        DifferentialCase(name: "-v: standard output as without it", arguments: ["-s", "-v", "{BASE}/files/hello.txt"]),
+        DifferentialCase(name: "--trace-ascii FILE: standard output as without it", arguments: ["-s", "--trace-ascii", "trace.txt", "{BASE}/files/hello.txt"], filesFirstLineOnly: true),
+        DifferentialCase(name: "--trace FILE: standard output as without it", arguments: ["-s", "--trace", "trace.txt", "{BASE}/files/hello.txt"], filesFirstLineOnly: true),
+        DifferentialCase(name: "-V", arguments: ["-V"], output: .statusOnly),
+        DifferentialCase(name: "--version", arguments: ["--version"], output: .statusOnly),
+        DifferentialCase(name: "-h", arguments: ["-h"], output: .statusOnly),
+        DifferentialCase(name: "--help all", arguments: ["--help", "all"], output: .statusOnly),
+        DifferentialCase(name: "--manual", arguments: ["--manual"], output: .statusOnly),
     ]
 
-    init(name: String, arguments: [String], output: Output = .exact, filesFirstLineOnly: Bool = false, input: Data? = nil, exit: Int32 = 0) {
+    init(
+        name: String, arguments: [String], output: Output = .exact, filesFirstLineOnly: Bool = false, cookieFile: Bool = false, input: Data? = nil,
+        exit: Int32 = 0
+    ) {
+        self.cookieFile = cookieFile
         self.exit = exit
         self.name = name
         self.arguments = arguments
@@ -121,9 +164,11 @@ struct DifferentialCase: CustomTestStringConvertible, Sendable {
 @Suite("courier against curl")
 struct CLIDifferentialTests {
     let nginx: NginxServer
+    let httpbin: HttpbinServer
 
     init() throws {
         nginx = try NginxServer.shared()
+        httpbin = try HttpbinServer.shared()
     }
 
     struct Run {
@@ -151,6 +196,7 @@ struct CLIDifferentialTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let inputFile = directory.appendingPathComponent("input.txt")
         try Data("line one\r\nline two\n".utf8).write(to: inputFile)
+        try Data(NginxServer.fixtures["hello.txt"]!.prefix(6)).write(to: directory.appendingPathComponent("partial.txt"))
         let configFile = directory.appendingPathComponent("config.txt")
         try Data(Self.config.replacingOccurrences(of: "{BASE}", with: base).utf8).write(to: configFile)
         let process = Process()
@@ -219,7 +265,20 @@ struct CLIDifferentialTests {
     }
 
     static func firstLine(_ data: Data) -> String {
-        String(decoding: data, as: UTF8.self).components(separatedBy: "\r\n").first ?? ""
+        // By bytes: to a String, CR LF is one character, which no "\n" matches.
+        var line = data.prefix { $0 != 0x0A }
+        if line.last == 0x0D { line = line.dropLast() }
+        return String(decoding: line, as: UTF8.self)
+    }
+
+    /// A Netscape cookie file's cookies: its comment lines (each program names itself there)
+    /// left out, and an expiry time (seconds apart between the two runs) shown as such.
+    static func cookieLines(_ data: Data) -> [String] {
+        String(decoding: data, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }.map { line in
+            var fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+            if fields.count == 7, fields[4] != "0" { fields[4] = "EXPIRES" }
+            return fields.joined(separator: "\t")
+        }
     }
 
     @Test("courier agrees with curl: exit status, standard output, files written", arguments: DifferentialCase.all)
@@ -246,6 +305,8 @@ struct CLIDifferentialTests {
                 } else {
                     connection.respond(body: Array("ok\n".utf8))
                 }
+            } else if request.target == "/hang" {
+                _ = connection.readToEOF(timeout: 10)
             } else if request.target == "/capture" {
                 captured.withLock { $0.append(request) }
                 connection.respond(body: Array("captured\n".utf8))
@@ -259,6 +320,9 @@ struct CLIDifferentialTests {
             $0.replacingOccurrences(of: "{BASE}", with: nginx.baseURL.absoluteString.trimmingCharacters(in: CharacterSet(charactersIn: "/")))
                 .replacingOccurrences(of: "{RAW}", with: "http://127.0.0.1:\(raw.port)")
                 .replacingOccurrences(of: "{CLOSED}", with: "http://127.0.0.1:\(freeLoopbackPort())")
+                .replacingOccurrences(of: "{CLOSEDHOST}", with: "127.0.0.1:\(freeLoopbackPort())")
+                .replacingOccurrences(of: "{H2C}", with: "http://127.0.0.1:\(nginx.h2cPort)")
+                .replacingOccurrences(of: "{HTTPBIN}", with: httpbin.baseURL.absoluteString.trimmingCharacters(in: CharacterSet(charactersIn: "/")))
                 .replacingOccurrences(of: "{USER}", with: "\(user.user):\(user.password)")
                 .replacingOccurrences(of: "{CA}", with: pki.caPEM)
                 .replacingOccurrences(of: "{CLIENT_PEM}", with: pki.clientPEM)
@@ -285,6 +349,8 @@ struct CLIDifferentialTests {
             #expect(Self.echoSummary(actual.stdout, fields: fields) == Self.echoSummary(expected.stdout, fields: fields))
         case .firstLine:
             #expect(Self.firstLine(actual.stdout) == Self.firstLine(expected.stdout))
+        case .statusOnly:
+            break
         case .captured:
             #expect(actual.stdout == expected.stdout)
             #expect(captured.withLock { $0.count } == 2, "each client made one request")
@@ -292,7 +358,9 @@ struct CLIDifferentialTests {
         }
         #expect(actual.files.keys.sorted() == expected.files.keys.sorted(), "files: curl \(expected.files.keys.sorted()), courier \(actual.files.keys.sorted())")
         for (name, bytes) in expected.files {
-            if entry.filesFirstLineOnly {
+            if entry.cookieFile {
+                #expect(actual.files[name].map(Self.cookieLines) == Self.cookieLines(bytes), "\(name)")
+            } else if entry.filesFirstLineOnly {
                 #expect(actual.files[name].map(Self.firstLine) == Self.firstLine(bytes), "\(name)")
             } else {
                 #expect(actual.files[name].map { sameBytes($0, bytes) } == true, "\(name) differs")
