@@ -122,7 +122,7 @@ struct LoadCommand: ParsableCommand {
             }
         }
         let head = HTTPRequestHead(method: HTTPMethod(method), target: target, authority: origin.authority, scheme: scheme.rawValue, fields: fields)
-        let timeout = LoadCommand.parseDuration(timeout)!
+        let timeout = LoadCommand.parseDuration(timeout) ?? .seconds(10)
 
         var configuration = HTTPTransport.Configuration()
         configuration.pool.maxConnections = 1

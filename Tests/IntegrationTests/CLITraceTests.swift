@@ -17,19 +17,6 @@ struct CLITraceTests {
         }
     }
 
-    private func curl(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = arguments
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
-    }
-
     /// The blocks of a trace, each its title line and dump lines, minus the notes.
     private func blocks(_ trace: String) -> [[String]] {
         var blocks: [[String]] = []
@@ -54,7 +41,7 @@ struct CLITraceTests {
         let arguments = ["-s", option, "-", "-o", "/dev/null", "-d", "name=value&more", url]
         let ours = try #require(try runCourier(arguments))
         #expect(ours.status == 0)
-        let theirs = try curl(arguments)
+        let theirs = try runTool("/usr/bin/curl", arguments)
         let (mine, curls) = (blocks(ours.stdout), blocks(theirs))
         #expect(mine.filter { !$0[0].hasPrefix("=> Send header") } == curls.filter { !$0[0].hasPrefix("=> Send header") }, "\(ours.stdout)\n---\n\(theirs)")
         // The request head: its request line and its own size.
