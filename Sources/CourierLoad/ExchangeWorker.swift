@@ -79,8 +79,7 @@ final class ExchangeWorker: HTTPExchangeDelegate, LoadWorker, @unchecked Sendabl
         for intended in launches { launch(intended: intended) }
         if let wakeAt {
             let delay = max(.zero, wakeAt - .now)
-            let nanoseconds = Int(delay.components.seconds) * 1_000_000_000 + Int(delay.components.attoseconds / 1_000_000_000)
-            timerQueue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in
+            timerQueue.asyncAfter(deadline: .now() + .nanoseconds(delay.nanoseconds)) { [self] in
                 state.withLock { $0.timerArmed = false }
                 fill()
             }

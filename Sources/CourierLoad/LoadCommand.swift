@@ -179,8 +179,7 @@ struct LoadCommand: ParsableCommand {
         for _ in workers {
             if let deadline {
                 let left = max(.zero, deadline - .now)
-                let nanoseconds = Int(left.components.seconds) * 1_000_000_000 + Int(left.components.attoseconds / 1_000_000_000)
-                if done.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .timedOut {
+                if done.wait(timeout: .now() + .nanoseconds(left.nanoseconds)) == .timedOut {
                     stoppedAtDeadline = true
                     break
                 }

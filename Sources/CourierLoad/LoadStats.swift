@@ -25,9 +25,7 @@ struct LoadStats: Sendable {
     var failed: Int { errors.values.reduce(0, +) }
 
     mutating func record(latencyFrom start: ContinuousClock.Instant, to end: ContinuousClock.Instant) {
-        let elapsed = end - start
-        let seconds = max(0, elapsed.components.seconds)
-        let nanoseconds = UInt64(seconds) * 1_000_000_000 + UInt64(max(0, elapsed.components.attoseconds / 1_000_000_000))
+        let nanoseconds = UInt64(max(0, (end - start).nanoseconds))
         _ = latencies.record(min(nanoseconds, latencies.highestTrackableValue))
     }
 
@@ -107,4 +105,11 @@ protocol LoadWorker: AnyObject, Sendable {
     func start()
     /// A copy of what it counted so far (consistent: taken under its lock).
     func snapshot() -> LoadStats
+}
+
+extension Duration {
+    /// The whole nanoseconds, for histograms and dispatch deadlines.
+    var nanoseconds: Int {
+        Int(components.seconds) * 1_000_000_000 + Int(components.attoseconds / 1_000_000_000)
+    }
 }

@@ -183,8 +183,7 @@ final class PipelineWorker: UpgradedConnectionHandler, LoadWorker, @unchecked Se
             let current = generation
             let loop = connection.loop
             let delay = max(.zero, pacer.next - .now)
-            let nanoseconds = Int(delay.components.seconds) * 1_000_000_000 + Int(delay.components.attoseconds / 1_000_000_000)
-            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(delay.nanoseconds)) { [self] in
                 loop.execute { [self] in
                     guard generation == current else { return }
                     pacingTimerArmed = false
