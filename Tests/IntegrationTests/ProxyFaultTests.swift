@@ -167,15 +167,20 @@ struct ProxyFaultTests {
     @Test("a proxy that never answers CONNECT: timed out at the request's timeout")
     func tunnelStall() async throws {
         let log = ScriptedProxyLog()
+        // Long reads: on a loaded machine the CONNECT may come late, and the script must not
+        // close before the client's timer fires, however late.
         let proxy = try ScriptedServer { connection in
-            guard let request = connection.readRequest(timeout: 5) else { return }
+            guard let request = connection.readRequest(timeout: 60) else { return }
             log.add(request)
-            connection.readToEOF(timeout: 15)
+            connection.readToEOF(timeout: 60)
         }
         var request = URLRequest(url: Self.tunnelled)
-        request.timeoutInterval = 1
+        // Under the session's 10 s, and long enough that the CONNECT is surely sent first.
+        request.timeoutInterval = 5
         let result = await load(request, through: TestProxies.http(proxy.port))
         #expect(urlErrorCode(result.error) == .timedOut, "\(String(describing: result.error))")
+        // The script records the CONNECT on its own thread, which may run after the failure.
+        _ = await pollUntil(timeout: .seconds(30)) { log.httpRequests.count >= 1 }
         #expect(log.httpRequests.count == 1)
         #expect(proxy.connectionCount == 1)
     }

@@ -93,14 +93,28 @@ struct SessionPipelineTests {
 
     @Test("cancelling a task that waits to retry completes it with cancelled")
     func cancelWhileWaiting() async throws {
-        let server = try RetryServer(status: 503, retryAfter: "5", failures: 1)
-        let session = session(retryDelay: 10)
+        // A minute's Retry-After, under the bound: however slow the machine, the retry is still
+        // pending when the cancel comes.
+        let server = try RetryServer(status: 503, retryAfter: "60", failures: 1)
+        let records = Records()
+        let handler = CapturingHandler(records: records)
+        let configuration = URLSessionConfiguration.uncached
+        configuration.courierMaximumRetryAfterDelay = 120
+        configuration.courierLogger = Logger(label: "courier-test") { _ in handler }
+        let session = URLSession(configuration: configuration)
         defer { session.finishTasksAndInvalidate() }
+        // The task logs when it starts to wait (TaskDriver.scheduleRetry): the cancel waits for
+        // that, not for a guessed delay that a loaded machine may overrun.
+        let waiting: @Sendable () -> Bool = { records.all.withLock { $0.contains { $0.1.hasPrefix("retry after Retry-After") } } }
         let error = await withCheckedContinuation { continuation in
             let task = session.dataTask(with: server.server.url("/wait")) { _, _, error in continuation.resume(returning: error) }
             task.resume()
-            DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { task.cancel() }
+            Task {
+                _ = await pollUntil(timeout: .seconds(30), waiting)
+                task.cancel()
+            }
         }
+        #expect(waiting(), "the task was waiting to retry when it was cancelled")
         #expect(urlErrorCode(error) == .cancelled)
     }
 

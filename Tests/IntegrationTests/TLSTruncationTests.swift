@@ -90,11 +90,11 @@ struct TLSTruncationTests {
     func silentHandshake() async throws {
         let abandoned = Mutex<Bool?>(nil)
         let server = try ScriptedServer { connection in
-            _ = connection.readAvailable(timeout: 5)
-            let start = ContinuousClock.now
-            _ = connection.readToEOF(timeout: 8)
-            // The client closes as its connect deadline passes, long before the 8 s wait ends.
-            abandoned.withLock { $0 = ContinuousClock.now - start < .seconds(6) }
+            _ = connection.readAvailable(timeout: 60)
+            // The client closes as its connect deadline passes, long before this minute's wait
+            // ends, however late a loaded machine fires its timer.
+            let closed = PeerLog().awaitClientClose(connection, within: 60)
+            abandoned.withLock { $0 = closed }
         }
         let configuration = URLSessionConfiguration.uncached
         configuration.timeoutIntervalForRequest = 0.5
