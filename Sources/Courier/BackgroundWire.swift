@@ -59,13 +59,15 @@ struct WireResponse: Codable, Equatable {
     }
 }
 
-/// An error a task completed with: its domain, code, message, failing URL and resume data.
+/// An error a task completed with: its domain, code, message, failing URL, resume data and
+/// the partial file it kept.
 struct WireError: Codable, Equatable {
     var domain: String
     var code: Int
     var message: String
     var failingURL: String?
     var resumeData: Data?
+    var partialDownload: String?
 
     init(_ error: any Error) {
         let nsError = error as NSError
@@ -75,6 +77,7 @@ struct WireError: Codable, Equatable {
         failingURL = (nsError.userInfo[NSURLErrorFailingURLErrorKey] as? URL)?.absoluteString
             ?? nsError.userInfo["NSErrorFailingURLStringKey"] as? String
         resumeData = nsError.userInfo[URLSessionDownloadTaskResumeData] as? Data
+        partialDownload = (nsError.userInfo[CourierPartialDownloadFileKey] as? URL)?.path
     }
 
     init(code: URLError.Code, message: String, url: String?) {
@@ -91,6 +94,7 @@ struct WireError: Codable, Equatable {
             if let url = URL(string: failingURL) { info[NSURLErrorFailingURLErrorKey] = url }
         }
         if let resumeData { info[URLSessionDownloadTaskResumeData] = resumeData }
+        if let partialDownload { info[CourierPartialDownloadFileKey] = URL(fileURLWithPath: partialDownload) }
         if domain == NSURLErrorDomain { return URLError(URLError.Code(rawValue: code) ?? .unknown, userInfo: info) }
         return NSError(domain: domain, code: code, userInfo: info)
     }
@@ -98,8 +102,9 @@ struct WireError: Codable, Equatable {
 
 /// The configuration values the daemon's own session takes from a background configuration:
 /// timeouts, the connection limit, additional headers (string values), cookie policy, TLS
-/// bounds, proxies and Courier's redirect and decoding bounds. Stores are the default on-disk
-/// ones; delegates, protocol classes and loggers stay in the process.
+/// bounds, proxies, Courier's redirect and decoding bounds and whether partial downloads are
+/// kept. Stores are the default on-disk ones; delegates, protocol classes and loggers stay in
+/// the process.
 struct WireSettings: Codable, Equatable {
     var requestTimeout: Double
     var resourceTimeout: Double
@@ -116,6 +121,7 @@ struct WireSettings: Codable, Equatable {
     var maximumDecodedBytes: Int64?
     var maximumDecodingRatio: Int?
     var decodingRatioThreshold: Int64?
+    var keepsPartialDownloads: Bool?
 
     /// A value of `connectionProxyDictionary`.
     enum WireValue: Codable, Equatable {
@@ -171,6 +177,7 @@ struct WireSettings: Codable, Equatable {
         maximumDecodedBytes = configuration.courierContentDecodingLimits.maximumDecodedBytes
         maximumDecodingRatio = configuration.courierContentDecodingLimits.maximumRatio
         decodingRatioThreshold = configuration.courierContentDecodingLimits.ratioCheckThreshold
+        keepsPartialDownloads = configuration.courierKeepsPartialDownloads
     }
 
     /// The daemon's session configuration: on-disk stores, as a default session's.
@@ -201,6 +208,7 @@ struct WireSettings: Codable, Equatable {
         if let maximumDecodingRatio { limits.maximumRatio = maximumDecodingRatio }
         if let decodingRatioThreshold { limits.ratioCheckThreshold = decodingRatioThreshold }
         configuration.courierContentDecodingLimits = limits
+        configuration.courierKeepsPartialDownloads = keepsPartialDownloads ?? false
         return configuration
     }
 }

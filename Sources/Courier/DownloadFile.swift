@@ -25,6 +25,8 @@ final class DownloadFile: Sendable {
         var buffer: [UInt8] = []
         /// Why writing failed, if it did; nothing more is written after that.
         var failure: String?
+        /// The system's error number of that failure.
+        var failureNumber: Int32?
         var removed = false
     }
     private let output: Mutex<Output>
@@ -110,8 +112,35 @@ final class DownloadFile: Sendable {
         return URL(fileURLWithPath: path)
     }
 
+    /// Writes what is buffered (unless a write failed before), closes the file and hands it
+    /// over as it is: its URL, or nil (and the file is deleted) when it holds no byte. This
+    /// object no longer refers to any file after.
+    func handOver() -> URL? {
+        let open = output.withLock { output -> Bool in
+            defer { output.removed = true }
+            guard !output.removed else { return false }
+            _ = finish(&output, keepingData: true)
+            return true
+        }
+        guard open else { return nil }
+        var status = stat()
+        guard stat(url.path, &status) == 0, status.st_size > 0 else {
+            unlink(url.path)
+            return nil
+        }
+        return url
+    }
+
     /// The reason writing failed, if it did.
     var failure: String? { output.withLock { $0.failure } }
+
+    /// `.cannotWriteToFile` for a failed write: its reason (or `fallback`), with the system's
+    /// error (a `POSIXError`, such as `ENOSPC`) as the underlying error.
+    func writeError(url: URL?, fallback: String = "The download could not be written.") -> URLError {
+        let (reason, number) = output.withLock { ($0.failure, $0.failureNumber) }
+        let underlying = number.flatMap(POSIXErrorCode.init(rawValue:)).map { POSIXError($0) }
+        return .courier(.cannotWriteToFile, reason ?? fallback, url: url, underlying: underlying)
+    }
 
     /// Appends `bytes`; false (and nothing more is written) once a write failed.
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
@@ -148,8 +177,11 @@ final class DownloadFile: Sendable {
         if keepingData && output.failure == nil { _ = flush(&output) }
         output.buffer = []
         if Glibc.close(output.descriptor) != 0 {
-            let reason = String(cString: strerror(errno))
-            output.failure = output.failure ?? "Cannot finish writing \(url.path): \(reason)."
+            let number = errno
+            if output.failure == nil {
+                output.failure = "Cannot finish writing \(url.path): \(String(cString: strerror(number)))."
+                output.failureNumber = number
+            }
         }
         output.descriptor = -1
         return output.failure == nil
@@ -168,6 +200,7 @@ final class DownloadFile: Sendable {
     private func record(_ error: Int32?, in output: inout Output) -> Bool {
         guard let error else { return true }
         output.failure = "Cannot write to \(url.path): \(String(cString: strerror(error)))."
+        output.failureNumber = error
         return false
     }
 

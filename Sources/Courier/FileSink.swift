@@ -156,9 +156,9 @@ final class FileSink: AsyncDelivering {
     private func makeFile(_ placement: ResumePlacement?, response: URLResponse, driver: TaskDriver) -> Result<DownloadFile, URLError> {
         if let placement, let partial = placement.partial {
             guard placement.offset > 0 || partial.startOver() else {
-                let reason = partial.failure ?? "The partial download could not be emptied."
+                let error = partial.writeError(url: response.url, fallback: "The partial download could not be emptied.")
                 partial.remove()
-                return .failure(.courier(.cannotWriteToFile, reason, url: response.url))
+                return .failure(error)
             }
             return .success(partial)
         }
@@ -201,8 +201,8 @@ final class FileSink: AsyncDelivering {
                 write(chunk, to: file, driver: driver)
             }
         }
-        if let failure = state.withLock({ $0.failed ? $0.file?.failure : nil }) {
-            return .courier(.cannotWriteToFile, failure, url: driver.currentURL)
+        if let file = state.withLock({ $0.failed ? $0.file : nil }), file.failure != nil {
+            return file.writeError(url: driver.currentURL)
         }
         return nil
     }
@@ -213,7 +213,7 @@ final class FileSink: AsyncDelivering {
         let started = ContinuousClock.now
         guard file.write(bytes) else {
             state.withLock { $0.failed = true }
-            return .courier(.cannotWriteToFile, file.failure ?? "The download could not be written.", url: driver.currentURL)
+            return file.writeError(url: driver.currentURL)
         }
         let took = ContinuousClock.now - started
         let slow = took > slowWriteThreshold
@@ -249,8 +249,7 @@ final class FileSink: AsyncDelivering {
             guard written else {
                 // Fail now, not at the next read: reading may be paused waiting for this very
                 // writer, and the rest of the body would only be thrown away.
-                let reason = file.failure ?? "The download could not be written."
-                driver.fail(.courier(.cannotWriteToFile, reason, url: driver.currentURL), with: .deliveryFailed)
+                driver.fail(file.writeError(url: driver.currentURL), with: .deliveryFailed)
                 return
             }
             let total = state.withLock { state -> Int64 in
@@ -303,11 +302,17 @@ final class FileSink: AsyncDelivering {
             defer { state.chunk = nil }
             return (state.file, state.chunk)
         }
+        let keepsPartial = driver.session.frozenConfiguration.courierKeepsPartialDownloads
         writer.async { [self] in
             var error = outcome.error
             var resumeData: Data?
+            var partial: URL?
             if let file, error != nil, let recipe = outcome.resume?.recipe, file.failure == nil {
-                resumeData = keep(file, rest: rest, recipe: recipe)
+                (resumeData, partial) = keep(file, rest: rest, recipe: recipe)
+            } else if let file, error != nil, keepsPartial {
+                writeLast(rest, to: file)
+                if file.failure != nil { error = file.writeError(url: error?.failingURL ?? driver.currentURL) }
+                partial = file.handOver()
             } else if let file {
                 if error == nil { writeLast(rest, to: file) }
                 // What the loop wrote since the last report, and the last chunk.
@@ -327,7 +332,8 @@ final class FileSink: AsyncDelivering {
             } else if let resumeData, let failure = error {
                 error = failure.adding(resumeData: resumeData)
             }
-            let settled = resumeData == nil ? file : nil
+            if keepsPartial, let partial, let failure = error { error = failure.adding(partialDownload: partial) }
+            let settled = resumeData == nil && partial == nil ? file : nil
             var settledOutcome = TaskOutcome(error: error, response: outcome.response, metrics: outcome.metrics)
             if error == outcome.error { settledOutcome.reportedError = outcome.reportedError }
             deliver(settledOutcome, file: settled, driver: driver)
@@ -335,19 +341,20 @@ final class FileSink: AsyncDelivering {
     }
 
     /// Keeps the file of a download that stopped mid-body as a partial file, with the last
-    /// chunk written; its resume data, or nil (and the file is gone) when it could not be kept.
-    private func keep(_ file: DownloadFile, rest: Chunk?, recipe: ResumeOffer.Recipe) -> Data? {
+    /// chunk written; its resume data and the kept file, or nils (and the file is gone) when it
+    /// could not be kept.
+    private func keep(_ file: DownloadFile, rest: Chunk?, recipe: ResumeOffer.Recipe) -> (Data?, URL?) {
         writeLast(rest, to: file)
         let offset = state.withLock { $0.bytesWritten }
         guard file.failure == nil, let kept = file.keep() else {
             file.remove()
-            return nil
+            return (nil, nil)
         }
         guard let data = recipe.resumeData(file: kept, offset: offset).encoded() else {
             unlink(kept.path)
-            return nil
+            return (nil, nil)
         }
-        return data
+        return (data, kept)
     }
 
     /// Writes the chunk the loop was filling when the task ended, and counts it.
@@ -364,12 +371,12 @@ final class FileSink: AsyncDelivering {
     private func settle(_ file: DownloadFile, _ error: URLError?, url: URL?) -> URLError? {
         if let error {
             file.remove()
-            if let reason = file.failure { return .courier(.cannotWriteToFile, reason, url: error.failingURL ?? url) }
+            if file.failure != nil { return file.writeError(url: error.failingURL ?? url) }
             return error
         }
         guard !file.close() else { return nil }
         file.remove()
-        return .courier(.cannotWriteToFile, file.failure ?? "The download could not be written.", url: url)
+        return file.writeError(url: url)
     }
 
     private func deliver(_ outcome: TaskOutcome, file: DownloadFile?, driver: TaskDriver) {

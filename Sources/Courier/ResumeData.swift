@@ -6,7 +6,22 @@ public let URLSessionDownloadTaskResumeData = "NSURLSessionDownloadTaskResumeDat
 /// The same key under Apple's Objective-C name.
 public let NSURLSessionDownloadTaskResumeData = URLSessionDownloadTaskResumeData
 
+/// Courier extension: the user-info key of the partial file a failed download kept, a file URL,
+/// when the session's configuration sets ``URLSessionConfiguration/courierKeepsPartialDownloads``.
+public let CourierPartialDownloadFileKey = "CourierPartialDownloadFile"
+
 extension URLError {
+    /// Courier extension: the file holding what a failed download wrote, kept for the caller
+    /// under ``URLSessionConfiguration/courierKeepsPartialDownloads``; nil otherwise.
+    public var courierPartialDownloadFile: URL? { userInfo[CourierPartialDownloadFileKey] as? URL }
+
+    /// This error naming the partial file a download kept.
+    func adding(partialDownload file: URL) -> URLError {
+        var info = userInfo
+        info[CourierPartialDownloadFileKey] = file
+        return URLError(code, userInfo: info)
+    }
+
     /// The resume data of a download that failed mid-body, when it can be resumed: give it to
     /// `downloadTask(withResumeData:)` or `download(resumeFrom:)`.
     public var downloadTaskResumeData: Data? { userInfo[URLSessionDownloadTaskResumeData] as? Data }

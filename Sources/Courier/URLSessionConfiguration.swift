@@ -82,6 +82,14 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     /// Courier extension: seconds allowed for making a connection (name resolution, TCP, a
     /// proxy's tunnel and TLS). Nil by default: `timeoutIntervalForRequest` bounds it.
     open var courierConnectTimeout: TimeInterval?
+    /// Courier extension: a download task that fails after writing part of the body (a lost
+    /// connection, a timeout, a cancel, a full disk) keeps its file and names it in the error,
+    /// under ``CourierPartialDownloadFileKey`` (``URLError/courierPartialDownloadFile``),
+    /// whether or not the download can be resumed; the caller owns the file from then on. When
+    /// the error also carries resume data, that data names the same file: moving the file makes
+    /// it useless. False by default: the file is deleted unless resume data keeps it, as on
+    /// Apple platforms.
+    open var courierKeepsPartialDownloads = false
     /// Where the session finds credentials for challenges and keeps the ones that worked:
     /// ``URLCredentialStorage/shared`` for a default configuration, a new storage in memory for
     /// each ephemeral one. Nil: no storage. A copy of the configuration (and so a session made
@@ -202,6 +210,7 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
         copy.courierOmittedDefaultFields = courierOmittedDefaultFields
         copy.courierHTTP1Only = courierHTTP1Only
         copy.courierConnectTimeout = courierConnectTimeout
+        copy.courierKeepsPartialDownloads = courierKeepsPartialDownloads
         copy.urlCredentialStorage = urlCredentialStorage
         copy.connectionProxyDictionary = connectionProxyDictionary
         copy.httpCookieStorage = httpCookieStorage

@@ -65,6 +65,14 @@ enum CookieFile {
             FileHandle.standardOutput.write(Data(text.utf8))
             return
         }
+        var status = stat()
+        if lstat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
+            // A device (-c /dev/null) or a link is written into, never replaced.
+            guard let handle = OutputSink.create(path), (try? handle.write(contentsOf: Data(text.utf8))) != nil else {
+                throw CookieFileError("cannot write the cookie jar \(path): \(String(cString: strerror(errno)))")
+            }
+            return
+        }
         do {
             try Data(text.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
         } catch {

@@ -303,7 +303,7 @@ struct CourierCommand: AsyncParsableCommand {
                 headerDump = OutputSink(handle: .standardOutput)
             } else {
                 let path = reportOptions.place(dumpHeader)
-                guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
+                guard let handle = OutputSink.create(path) else {
                     throw CLIFailure(message: "cannot write \(path)", code: 23)
                 }
                 headerDump = OutputSink(handle: handle)
@@ -315,6 +315,8 @@ struct CourierCommand: AsyncParsableCommand {
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.courierOmittedDefaultFields = omitted
+        // As curl: a transfer that fails keeps in its file what it wrote.
+        configuration.courierKeepsPartialDownloads = true
         try requestOptions.apply(to: configuration)
         let proxyChoice = try proxyOptions.apply(to: configuration, url: parsed)
         if let proxy = proxyChoice.proxy { narrator?.info("Using proxy \(proxy) (from \(proxyChoice.source))") }
@@ -346,7 +348,15 @@ struct CourierCommand: AsyncParsableCommand {
             // One session per proxy route for the whole command, so that the URLs reuse its
             // connections as curl's do; each transfer is its task's delegate.
             let session = sessions.session(for: proxyChoice.proxy.map { "\($0)" } ?? "", configuration: configuration)
-            task = uploadFile.map { session.uploadTask(with: request, fromFile: $0) } ?? session.dataTask(with: request)
+            if let uploadFile {
+                task = session.uploadTask(with: request, fromFile: uploadFile)
+            } else if sink.takesDownloadedFile && !include && !requestOptions.head && narrator?.style ?? .verbose == .verbose {
+                // A body for a file goes through a download task, which writes it off the
+                // event loop; -i's heads and the traces' data blocks need the bytes as they come.
+                task = session.downloadTask(with: request)
+            } else {
+                task = session.dataTask(with: request)
+            }
             task.delegate = transfer
             outcome = await transfer.run(task)
             closeFailure = sink.close()

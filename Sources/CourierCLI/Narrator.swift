@@ -29,7 +29,7 @@ final class Narrator: Sendable {
         let (path, style): (String?, Style) = traceText.map { ($0, .traceText) } ?? traceHex.map { ($0, .traceHex) } ?? (nil, .verbose)
         guard let path else { return verbose ? Narrator(style: .verbose, output: .standardError) : nil }
         if path == "-" { return Narrator(style: style, output: .standardOutput) }
-        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
+        guard let handle = OutputSink.create(path) else {
             throw CLIFailure(message: "cannot write the trace file \(path)", code: 23)
         }
         return Narrator(style: style, output: handle)

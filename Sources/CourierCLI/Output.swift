@@ -45,6 +45,18 @@ final class OutputSink: @unchecked Sendable {
     /// The file the body went to, when it was chosen at the response (`-O`, `-J`).
     var writtenFile: String? { state.withLock { $0.written } }
 
+    /// The file the body goes to, as a message names it.
+    var describedDestination: String {
+        state.withLock { state in
+            if let written = state.written { return written }
+            switch state.destination {
+            case .file(let path), .resume(let path, _): return path
+            case .remoteName(let fromURL, _, let directory): return directory.map { ($0 as NSString).appendingPathComponent(fromURL) } ?? fromURL
+            case .handle: return "standard output"
+            }
+        }
+    }
+
     /// Opens the destination for `response`; nil, or why it cannot be (with curl's exit code).
     func prepare(for response: URLResponse) -> (message: String, code: Int32)? {
         state.withLock { state -> (message: String, code: Int32)? in
@@ -54,26 +66,18 @@ final class OutputSink: @unchecked Sendable {
             case .handle(let given):
                 handle = given
             case .file(let path):
-                guard FileManager.default.createFile(atPath: path, contents: nil), let opened = FileHandle(forWritingAtPath: path) else {
+                guard let opened = Self.create(path) else {
                     return ("cannot write \(path): \(String(cString: strerror(errno)))", 23)
                 }
                 handle = opened
                 state.written = path
             case .remoteName(let fromURL, let useHeaderName, let directory):
-                var name = fromURL
-                var namedByServer = false
-                if useHeaderName, let http = response as? HTTPURLResponse,
-                   let disposition = http.value(forHTTPHeaderField: "Content-Disposition"),
-                   let headerName = Self.fileName(fromContentDisposition: disposition) {
-                    name = headerName
-                    namedByServer = true
+                let name: String
+                switch Self.remoteFileName(fromURL, useHeaderName: useHeaderName, directory: directory, response: response) {
+                case .success(let chosen): name = chosen
+                case .failure(let failure): return (failure.message, failure.code)
                 }
-                if let directory { name = (directory as NSString).appendingPathComponent(name) }
-                // As curl's -J: a name from the server never replaces a file.
-                if namedByServer, FileManager.default.fileExists(atPath: name) {
-                    return ("refusing to overwrite \(name), named by the server's Content-Disposition", 23)
-                }
-                guard FileManager.default.createFile(atPath: name, contents: nil), let opened = FileHandle(forWritingAtPath: name) else {
+                guard let opened = Self.create(name) else {
                     return ("cannot write \(name)", 23)
                 }
                 handle = opened
@@ -107,6 +111,123 @@ final class OutputSink: @unchecked Sendable {
             }
             return nil
         }
+    }
+
+    /// Opens `path` for writing as curl does: created (0666 less the umask) or emptied in place.
+    /// Never replaced: FileManager's createFile writes a new file and renames it over the
+    /// path, which would put a plain file where a device such as /dev/null was.
+    static func create(_ path: String) -> FileHandle? {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+        guard descriptor >= 0 else { return nil }
+        return FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+    }
+
+    /// True when a download task may bring this destination's body: `-O`, or an `-o` file
+    /// that does not exist yet or is a plain file of this user's with one link. Another
+    /// destination (standard output, `-C -`, a device such as /dev/null, a symbolic link, a
+    /// file with other links) is written into as the bytes arrive, as curl does.
+    var takesDownloadedFile: Bool {
+        switch state.withLock({ $0.destination }) {
+        case .file(let path): Self.isReplaceable(path)
+        case .remoteName: true
+        case .handle, .resume: false
+        }
+    }
+
+    /// True when `path` does not exist, or is a plain file of this user's with one link:
+    /// replacing it with another file is the same as writing it anew.
+    private static func isReplaceable(_ path: String) -> Bool {
+        var status = stat()
+        guard lstat(path, &status) == 0 else { return errno == ENOENT }
+        return status.st_mode & S_IFMT == S_IFREG && status.st_nlink == 1 && status.st_uid == geteuid()
+    }
+
+    /// Puts a downloaded file (a whole body, or what a failed transfer kept) where `-o` or `-O`
+    /// says, as if the body had been written there: moved when it can be, else copied and
+    /// deleted. The file gets the mode of the file it replaces, or a new file's (0666 less the
+    /// umask). Nil, or why it could not be put there (curl's exit code 23).
+    func adopt(_ file: URL, for response: URLResponse?) -> (message: String, code: Int32)? {
+        let target: String
+        switch state.withLock({ $0.destination }) {
+        case .file(let path):
+            target = path
+        case .remoteName(let fromURL, let useHeaderName, let directory):
+            switch Self.remoteFileName(fromURL, useHeaderName: useHeaderName, directory: directory, response: response) {
+            case .success(let name): target = name
+            case .failure(let failure):
+                unlink(file.path)
+                return (failure.message, failure.code)
+            }
+        case .handle, .resume:
+            unlink(file.path)
+            return ("a downloaded file cannot go to standard output", 23)
+        }
+        state.withLock { $0.written = target }
+        var status = stat()
+        let mode = lstat(target, &status) == 0 ? status.st_mode & 0o7777 : 0o666 & ~Self.umask
+        if Self.isReplaceable(target), chmod(file.path, mode) == 0, rename(file.path, target) == 0 { return nil }
+        defer { unlink(file.path) }
+        return Self.copy(file.path, to: target)
+    }
+
+    /// Copies `source` into `target` (created, or emptied), as curl writes a file.
+    private static func copy(_ source: String, to target: String) -> (message: String, code: Int32)? {
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { return ("cannot read the downloaded file \(source): \(String(cString: strerror(errno)))", 23) }
+        defer { Glibc.close(input) }
+        let output = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+        guard output >= 0 else { return ("cannot write \(target): \(String(cString: strerror(errno)))", 23) }
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var failure: String?
+        copying: while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(input, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else {
+                if count < 0 { failure = "cannot read the downloaded file \(source): \(String(cString: strerror(errno)))" }
+                break
+            }
+            var done = 0
+            while done < count {
+                let wrote = buffer.withUnsafeBytes { Glibc.write(output, $0.baseAddress! + done, count - done) }
+                if wrote < 0 && errno == EINTR { continue }
+                guard wrote > 0 else {
+                    failure = "write error on \(target): \(String(cString: strerror(errno)))"
+                    break copying
+                }
+                done += wrote
+            }
+        }
+        if Glibc.close(output) != 0, failure == nil { failure = "write error on \(target): \(String(cString: strerror(errno)))" }
+        return failure.map { ($0, 23) }
+    }
+
+    /// The process's umask, read without changing it (the umask(2) call would set it, and a
+    /// file made meanwhile by another transfer would get the wrong mode).
+    private static let umask: mode_t = {
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        for line in status.split(separator: "\n") where line.hasPrefix("Umask:") {
+            if let value = mode_t(line.dropFirst(6).trimmingCharacters(in: .whitespaces), radix: 8) { return value }
+        }
+        return 0o022
+    }()
+
+    /// The file `-O` writes: the URL's last segment, or with `-J` the response's
+    /// Content-Disposition name, in `directory` when given.
+    private static func remoteFileName(_ fromURL: String, useHeaderName: Bool, directory: String?, response: URLResponse?) -> Result<String, CLIFailure> {
+        var name = fromURL
+        var namedByServer = false
+        if useHeaderName, let http = response as? HTTPURLResponse,
+           let disposition = http.value(forHTTPHeaderField: "Content-Disposition"),
+           let headerName = fileName(fromContentDisposition: disposition) {
+            name = headerName
+            namedByServer = true
+        }
+        if let directory { name = (directory as NSString).appendingPathComponent(name) }
+        // As curl's -J: a name from the server never replaces a file.
+        if namedByServer, FileManager.default.fileExists(atPath: name) {
+            return .failure(CLIFailure(message: "refusing to overwrite \(name), named by the server's Content-Disposition", code: 23))
+        }
+        return .success(name)
     }
 
     /// Writes body bytes; nil, or why they could not be written (curl's exit code 23). After a

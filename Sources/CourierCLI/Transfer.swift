@@ -2,8 +2,9 @@ import Courier
 import Foundation
 import Synchronization
 
-/// Streams one task's body to a sink and prints heads as asked; the delegate of its task.
-final class Transfer: NSObject, URLSessionDataDelegate, CourierConnectionProgressDelegate, @unchecked Sendable {
+/// Streams one task's body to a sink, or puts a download task's file where the body goes, and
+/// prints heads as asked; the delegate of its task.
+final class Transfer: NSObject, URLSessionDataDelegate, URLSessionDownloadDelegate, CourierConnectionProgressDelegate, @unchecked Sendable {
     struct Outcome {
         var status: Int?
         var error: (any Error)?
@@ -286,7 +287,77 @@ final class Transfer: NSObject, URLSessionDataDelegate, CourierConnectionProgres
         behaviour.progress?.uploading(sent: totalBytesSent, expected: totalBytesExpectedToSend)
     }
 
+    // A download task (-o, -O): its file becomes the output once the body is whole, or when it
+    // failed after part of it, what it kept (curl keeps the bytes a failed transfer wrote).
+
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
+        guard noteResponse(of: downloadTask) else {
+            downloadTask.cancel()
+            return
+        }
+        state.withLock { $0.outcome.bytesDownloaded = totalBytesWritten }
+        behaviour.progress?.downloading(received: totalBytesWritten, expected: totalBytesExpectedToWrite)
+    }
+
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+        // A body -f refuses is not kept: the file goes with the task.
+        guard noteResponse(of: downloadTask) else { return }
+        place(location, for: downloadTask.response)
+    }
+
+    /// The response of a download task, heard of with its first bytes (or its end): -D, -v,
+    /// the status. False when the transfer is not to keep the body: -f and a status of 400 or
+    /// more, or a redirect past --max-redirs.
+    private func noteResponse(of task: URLSessionTask) -> Bool {
+        guard let http = task.response as? HTTPURLResponse else { return true }
+        let (first, keeps) = state.withLock { state -> (Bool, Bool) in
+            guard !state.outcome.tooManyRedirects else { return (false, false) }
+            let first = state.outcome.response == nil
+            state.outcome.response = http
+            state.outcome.effectiveURL = http.url
+            if behaviour.failsWithoutBody && http.statusCode >= 400 {
+                state.outcome.failedStatus = http.statusCode
+                return (first, false)
+            }
+            state.outcome.status = http.statusCode
+            return (first, true)
+        }
+        if first {
+            dumpHead(of: http)
+            narrator?.receivedHead(Self.describe(http))
+        }
+        return keeps
+    }
+
+    /// Moves a downloaded file to the output, counting its bytes.
+    private func place(_ file: URL, for response: URLResponse?) {
+        let size = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? NSNumber)?.int64Value
+        let failure = sink.adopt(file, for: response)
+        state.withLock { state in
+            if let size { state.outcome.bytesDownloaded = size }
+            if state.outcome.outputFailure == nil { state.outcome.outputFailure = failure }
+        }
+    }
+
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        if task is URLSessionDownloadTask {
+            let keeps = noteResponse(of: task) && state.withLock { $0.outcome.outputFailure == nil }
+            let urlError = error as? URLError
+            if let partial = urlError?.courierPartialDownloadFile {
+                if keeps { place(partial, for: task.response) } else { unlink(partial.path) }
+            }
+            if let urlError, urlError.code == .cannotWriteToFile || urlError.code == .cannotCreateFile {
+                // The download's own file (in TMPDIR) could not be written: said as curl says
+                // a write error, of the file the user named.
+                let reason = (urlError.userInfo[NSUnderlyingErrorKey] as? NSError).flatMap { underlying in
+                    underlying.domain == NSPOSIXErrorDomain ? String(cString: strerror(Int32(underlying.code))) : nil
+                } ?? urlError.localizedDescription
+                let failure = (message: "write error on \(sink.describedDestination): \(reason)", code: Int32(23))
+                state.withLock { state in
+                    if state.outcome.outputFailure == nil { state.outcome.outputFailure = failure }
+                }
+            }
+        }
         behaviour.progress?.finish()
         let continuation = state.withLock { state -> CheckedContinuation<Outcome, Never>? in
             state.outcome.error = error

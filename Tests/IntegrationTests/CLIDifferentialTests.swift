@@ -27,10 +27,12 @@ struct DifferentialCase: CustomTestStringConvertible, Sendable {
     /// Arguments; `{BASE}` is nginx's `http://127.0.0.1:PORT`, `{RAW}` the scripted server's,
     /// `{CLOSED}` a port nobody listens on (`{CLOSEDHOST}` as HOST:PORT), `{FILE}` a file with two
     /// lines, `{H2C}` nginx's prior-knowledge HTTP/2 port, `{HTTPBIN}` httpbin; `partial.txt`
-    /// holds the first 6 bytes of `/files/hello.txt`.
+    /// holds the first 6 bytes of `/files/hello.txt`, `private.txt` is a file of mode 0600 and
+    /// `link.txt` a symbolic link to `partial.txt`.
     var arguments: [String]
     var output: Output = .exact
-    /// Files written in the working directory, compared by name and bytes (or first line).
+    /// Files written in the working directory, compared by name, kind, mode and bytes (or
+    /// first line).
     var filesFirstLineOnly = false
     /// Files are Netscape cookie files, compared by their cookies (``CLIDifferentialTests/cookieLines(_:)``).
     var cookieFile = false
@@ -131,6 +133,14 @@ struct DifferentialCase: CustomTestStringConvertible, Sendable {
         DifferentialCase(name: "--http2-prior-knowledge on cleartext", arguments: ["-s", "--http2-prior-knowledge", "-w", "%{http_version}", "{H2C}/files/hello.txt"]),
         DifferentialCase(name: "--tlsv1.2 against a TLS 1.2 server", arguments: ["-s", "--tlsv1.2", "--cacert", "{CA}", "{TLS:tls12}/files/hello.txt"]),
         DifferentialCase(name: "--pass beside an unencrypted --key", arguments: ["-s", "--cacert", "{CA}", "--cert", "{CLIENT_PEM}", "--key", "{CLIENT_KEY}", "--pass", "unused", "{TLS:clientcert}/files/hello.txt"]),
+        DifferentialCase(name: "-o with a body cut short: 18, the file keeps the bytes that came", arguments: ["-s", "-o", "out.txt", "{RAW}/short"], exit: 18),
+        DifferentialCase(name: "-O with a body cut short: 18, the file keeps the bytes that came", arguments: ["-s", "-O", "{RAW}/short"], exit: 18),
+        DifferentialCase(name: "-f -o with a 404: 22, no file", arguments: ["-s", "-f", "-o", "out.txt", "{BASE}/status/404"], exit: 22),
+        DifferentialCase(name: "--fail-with-body -o with a 404: 22, the body in the file", arguments: ["-s", "--fail-with-body", "-o", "out.txt", "{BASE}/status/404"], exit: 22),
+        DifferentialCase(name: "-o over a file of mode 0600: the body, the mode kept", arguments: ["-s", "-o", "private.txt", "{BASE}/files/64k.bin"]),
+        DifferentialCase(name: "-o through a symbolic link writes its target; the link stays", arguments: ["-s", "-o", "link.txt", "{BASE}/files/hello.txt"]),
+        DifferentialCase(name: "-o of an empty body: an empty file", arguments: ["-s", "-o", "out.txt", "{BASE}/status/204"]),
+        DifferentialCase(name: "-o with a refused connection: 7, no file", arguments: ["-s", "-o", "out.txt", "{CLOSED}/"], exit: 7),
         DifferentialCase(name: "-# with -o: the file, nothing on standard output", arguments: ["-#", "-o", "out.txt", "{BASE}/files/64k.bin"]),
         DifferentialCase(name: "-Z --parallel-max 1", arguments: ["-s", "-Z", "--parallel-max", "1", "-o", "a", "-o", "b", "{BASE}/files/hello.txt", "{BASE}/files/64k.bin"]),
         DifferentialCase(name: "--retry-delay: a 503, a second's wait, then the 200", arguments: ["-s", "--retry", "1", "--retry-delay", "1", "{RAW}/flaky"]),
@@ -176,6 +186,8 @@ struct CLIDifferentialTests {
         var stdout: Data
         var stderr: String
         var files: [String: Data]
+        /// Each file's kind and permission bits (`st_mode` of lstat), in octal.
+        var modes: [String: String]
     }
 
     /// Runs `executable` in a new directory (holding the case's input file) and collects what
@@ -197,6 +209,10 @@ struct CLIDifferentialTests {
         let inputFile = directory.appendingPathComponent("input.txt")
         try Data("line one\r\nline two\n".utf8).write(to: inputFile)
         try Data(NginxServer.fixtures["hello.txt"]!.prefix(6)).write(to: directory.appendingPathComponent("partial.txt"))
+        let privateFile = directory.appendingPathComponent("private.txt")
+        try Data("private\n".utf8).write(to: privateFile)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: privateFile.path)
+        try FileManager.default.createSymbolicLink(atPath: directory.appendingPathComponent("link.txt").path, withDestinationPath: "partial.txt")
         let configFile = directory.appendingPathComponent("config.txt")
         try Data(Self.config.replacingOccurrences(of: "{BASE}", with: base).utf8).write(to: configFile)
         let process = Process()
@@ -225,15 +241,20 @@ struct CLIDifferentialTests {
         group.wait()
         process.waitUntilExit()
         var files: [String: Data] = [:]
+        var modes: [String: String] = [:]
         if let enumerator = FileManager.default.enumerator(atPath: directory.path) {
             while let name = enumerator.nextObject() as? String {
                 let path = directory.appendingPathComponent(name).path
                 var isDirectory: ObjCBool = false
                 guard name != "input.txt", FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else { continue }
                 files[name] = FileManager.default.contents(atPath: path) ?? Data()
+                var status = stat()
+                modes[name] = lstat(path, &status) == 0 ? String(status.st_mode, radix: 8) : "gone"
             }
         }
-        return Run(status: process.terminationStatus, stdout: stdout, stderr: String(decoding: errors.withLock { $0 }, as: UTF8.self), files: files)
+        return Run(
+            status: process.terminationStatus, stdout: stdout, stderr: String(decoding: errors.withLock { $0 }, as: UTF8.self), files: files, modes: modes
+        )
     }
 
     /// The parts of an `/echo` answer both clients must agree on.
@@ -357,6 +378,7 @@ struct CLIDifferentialTests {
             #expect(Self.normalized(courierRequest) == Self.normalized(curlRequest))
         }
         #expect(actual.files.keys.sorted() == expected.files.keys.sorted(), "files: curl \(expected.files.keys.sorted()), courier \(actual.files.keys.sorted())")
+        #expect(actual.modes == expected.modes, "kinds and modes")
         for (name, bytes) in expected.files {
             if entry.cookieFile {
                 #expect(actual.files[name].map(Self.cookieLines) == Self.cookieLines(bytes), "\(name)")

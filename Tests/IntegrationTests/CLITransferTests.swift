@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import _CourierTestSupport
 
@@ -67,6 +68,55 @@ struct CLITransferTests {
 
     var courierExecutable: URL {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("courier")
+    }
+
+    @Test("-o into a FIFO writes into it and leaves it a FIFO (as curl: a file is never renamed over the path)")
+    func outputIntoFIFO() throws {
+        let directory = scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fifo = directory.appendingPathComponent("pipe").path
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let received = Mutex(Data())
+        let group = DispatchGroup()
+        DispatchQueue.global().async(group: group) {
+            // Blocks until a writer opens the FIFO.
+            guard let handle = FileHandle(forReadingAtPath: fifo) else { return }
+            let data = handle.readDataToEndOfFile()
+            received.withLock { $0 = data }
+        }
+        let run = try courier(["-s", "-o", fifo, nginx.url("/files/64k.bin").absoluteString])
+        if group.wait(timeout: .now() + 1) == .timedOut {
+            // courier never opened it: a writer of our own lets the reader end.
+            let unblock = open(fifo, O_WRONLY | O_NONBLOCK)
+            if unblock >= 0 { close(unblock) }
+            _ = group.wait(timeout: .now() + 10)
+        }
+        #expect(run.status == 0, "\(run.stderr)")
+        var status = stat()
+        #expect(lstat(fifo, &status) == 0 && status.st_mode & S_IFMT == S_IFIFO, "still a FIFO")
+        #expect(Array(received.withLock { $0 }) == NginxServer.fixtures["64k.bin"])
+    }
+
+    @Test("-o puts a download task's file in place: the bytes whole, the mode of a new file, and no temporary file left")
+    func downloadedFileInPlace() throws {
+        let directory = scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let target = directory.appendingPathComponent("sub/one.bin")
+        try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+        // The download's temporary file goes to a directory of the test's own.
+        let temporary = directory.appendingPathComponent("tmp")
+        try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true)
+        let run = try #require(try runCourier(["-s", "-o", target.path, nginx.url("/files/1m.bin").absoluteString], environment: ["TMPDIR": temporary.path]))
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try Array(Data(contentsOf: target)) == NginxServer.fixtures["1m.bin"])
+        var status = stat()
+        #expect(lstat(target.path, &status) == 0)
+        // The umask as /proc tells it (setting it to read it would race with other tests).
+        let statusText = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+        let maskLine = try #require(statusText.split(separator: "\n").first { $0.hasPrefix("Umask:") })
+        let mask = try #require(mode_t(maskLine.dropFirst(6).trimmingCharacters(in: .whitespaces), radix: 8))
+        #expect(status.st_mode & 0o7777 == 0o666 & ~mask, "created as curl creates it, not 0600 as a temporary file")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.path).isEmpty, "no download file left behind")
     }
 
     @Test("a full disk under -o fails with curl's 23 and the system's reason, instead of exiting 0 with the bytes lost")

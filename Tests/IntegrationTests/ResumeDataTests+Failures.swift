@@ -387,3 +387,43 @@ extension ResumeDataTests {
         #expect(server.requests.count == 1, "one request: suspending sends nothing new")
     }
 }
+
+extension ResumeDataTests {
+    @Test(
+        "courierKeepsPartialDownloads: a download cut short keeps its bytes in a file the error names, with or without resume data; without it the file goes",
+        .exclusiveDownloadFiles, arguments: [ResumableServer.Validator.absent, .strongETag]
+    )
+    func keepsPartialDownloads(_ validator: ResumableServer.Validator) async throws {
+        let server = try ResumableServer(behaviour: ResumableServer.Behaviour(validator: validator))
+        defer { server.stop() }
+        let cut = 300_000
+        let downloads = downloadFilesPresent()
+        let partials = partialFilesPresent()
+
+        let keeping = URLSessionConfiguration.ephemeral
+        keeping.courierKeepsPartialDownloads = true
+        #expect((keeping.copy() as? URLSessionConfiguration)?.courierKeepsPartialDownloads == true)
+        let session = URLSession(configuration: keeping)
+        defer { session.invalidateAndCancel() }
+        server.cut(at: [cut], with: .close)
+        let error = try await #require(throws: URLError.self) { _ = try await session.download(from: server.url()) }
+        #expect(error.code == .networkConnectionLost)
+        let file = try #require(error.courierPartialDownloadFile)
+        #expect(try Data(contentsOf: file) == Data(server.body.prefix(cut)), "every byte that came, in order")
+        // The caller's now: deleting it is this test's business.
+        #expect(unlink(file.path) == 0)
+        #expect((error.downloadTaskResumeData != nil) == (validator == .strongETag), "resume data as without the option")
+
+        // The default: the file is deleted unless resume data keeps it.
+        let plain = URLSession(configuration: .ephemeral)
+        defer { plain.invalidateAndCancel() }
+        server.cut(at: [cut], with: .close)
+        let plainError = try await #require(throws: URLError.self) { _ = try await plain.download(from: server.url()) }
+        #expect(plainError.courierPartialDownloadFile == nil)
+        #expect(plainError.userInfo[CourierPartialDownloadFileKey] == nil)
+        // The resume data's partial file (with a validator) is not used here.
+        removePartialFiles(except: partials)
+        let cleaned = await pollUntil(timeout: .seconds(2)) { downloadFilesPresent() == downloads }
+        #expect(cleaned, "no download file left by either session")
+    }
+}
