@@ -382,6 +382,9 @@ def main():
     began = time.monotonic()
     base = {name: f"http{'s' if name != 'h1' else ''}://127.0.0.1:{port}" for name, port in PORTS.items()}
     tls = runner.tls_env()
+    # Courier-loop: the same calls from a task that prefers the session's event loop
+    # (URLSession.courierTaskExecutor), where requests start and resume without a thread hop.
+    loop = {"COURIER_BENCH_EXECUTOR": "loop"}
     preload = {"LD_PRELOAD": os.path.join(BIN, "libMallocCounter.so")}
     wrk_seconds = max(2, W1_REQUESTS // 8000)
     wanted = set(filter(None, options.clients.split(",")))
@@ -419,6 +422,7 @@ def main():
                     else:
                         rec(key, "wrk", runner.wrk, url, 1, wrk_seconds)
                     rec(key, "Courier", runner.swift_client, "courier-bench", "w1", url, W1_REQUESTS, env=tls)
+                    rec(key, "Courier-loop", runner.swift_client, "courier-bench", "w1", url, W1_REQUESTS, env=dict(tls, **loop))
                     rec(key, "courier-load", runner.courier_load, url, W1_REQUESTS, 1, 1)
                     rec(key, "Go", runner.go_client, "w1", url, W1_REQUESTS, env=tls)
                     rec(key, "AsyncHTTPClient", runner.swift_client, "ahc-bench", "w1", url, W1_REQUESTS, env=tls)
@@ -432,12 +436,14 @@ def main():
                 url = base["h1"] + "/100.bin"
                 rec("W2 h1", "wrk", runner.wrk, url, 32, wrk_seconds)
                 rec("W2 h1", "Courier", runner.swift_client, "courier-bench", "w2", url, W2_REQUESTS, 32)
+                rec("W2 h1", "Courier-loop", runner.swift_client, "courier-bench", "w2", url, W2_REQUESTS, 32, env=loop)
                 rec("W2 h1", "courier-load", runner.courier_load, url, W2_REQUESTS, 32, 1)
                 rec("W2 h1", "Go", runner.go_client, "w2", url, W2_REQUESTS, 32)
                 rec("W2 h1", "AsyncHTTPClient", runner.swift_client, "ahc-bench", "w2", url, W2_REQUESTS, 32)
                 url = base["tls-h2"] + "/100.bin"
                 rec("W2 tls-h2", "h2load", runner.h2load, url, W2_REQUESTS, 32)
                 rec("W2 tls-h2", "Courier", runner.swift_client, "courier-bench", "w2", url, W2_REQUESTS, 32, env=tls)
+                rec("W2 tls-h2", "Courier-loop", runner.swift_client, "courier-bench", "w2", url, W2_REQUESTS, 32, env=dict(tls, **loop))
                 rec("W2 tls-h2", "courier-load", runner.courier_load, url, W2_REQUESTS, 1, 32)
                 rec("W2 tls-h2", "Go", runner.go_client, "w2", url, W2_REQUESTS, 32, env=tls)
                 rec("W2 tls-h2", "AsyncHTTPClient", runner.swift_client, "ahc-bench", "w2", url, W2_REQUESTS, 32, env=tls)

@@ -8,6 +8,8 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
 
 int courier_accept4(int fd, int flags) {
     return accept4(fd, NULL, NULL, flags);
@@ -33,4 +35,11 @@ int courier_available_cpus(void) {
 
 int courier_make_temporary_file(char *template_path, int suffix_length) {
     return mkostemps(template_path, suffix_length, O_CLOEXEC);
+}
+
+void courier_set_thread_name(const char *name) {
+    char shortened[16];
+    strncpy(shortened, name, sizeof(shortened) - 1);
+    shortened[sizeof(shortened) - 1] = 0;
+    pthread_setname_np(pthread_self(), shortened);
 }

@@ -10,6 +10,9 @@ protocol Loader: AnyObject, Sendable {
     func makeExchange(_ request: TransportRequest, delegate: HTTPExchangeDelegate) -> HTTPExchange
     /// Starts an exchange made by ``makeExchange(_:delegate:)``.
     func start(_ exchange: HTTPExchange)
+    /// An executor on which a Swift task starts exchanges and is resumed without thread hops;
+    /// nil when there is none.
+    var taskExecutor: (any TaskExecutor)? { get }
     /// Stops everything: waiting exchanges fail, connections close.
     func shutdown()
     /// Makes every later exchange, and every one still waiting, use a new connection: idle

@@ -98,8 +98,13 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         self.epollFD = epollFD
         self.wakeFD = wakeFD
         self.readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
-        let thread = Thread { [self] in run() }
-        thread.name = "\(name)-\(index)"
+        let threadName = "\(name)-\(index)"
+        let thread = Thread { [self] in
+            // Foundation's name stays in Foundation on Linux: the system's (ps, perf) is set here.
+            courier_set_thread_name(threadName)
+            run()
+        }
+        thread.name = threadName
         thread.stackSize = 1 << 20
         thread.start()
     }

@@ -71,13 +71,23 @@ public final class HTTPTransport: Sendable {
     private let pools = Mutex<[ConnectionKey: PoolDriver]>([:])
     private let isShutDown = Atomic<Bool>(false)
 
+    /// The loop whose executor this transport offers (``taskExecutor``); nil when the loops
+    /// could not be started.
+    private let executorLoop: EventLoop?
+
     /// A transport on `group`, or on the process-wide group when nil.
     public init(configuration: Configuration = Configuration(), group: EventLoopGroup? = nil) {
         self.configuration = configuration
         let started = group.map { Result<EventLoopGroup, SystemError>.success($0) }
             ?? Result { () throws(SystemError) -> EventLoopGroup in try EventLoopGroup.shared() }
         self.environment = started.map { TransportEnvironment(configuration: configuration, group: $0) }
+        self.executorLoop = try? started.get().next()
     }
+
+    /// An executor on one of the transport's loops: a Swift task that runs on it starts its
+    /// exchanges without a thread hop (a connection it dials is on that loop) and is resumed
+    /// there. Nil when the loops could not be started.
+    public var taskExecutor: (any TaskExecutor)? { executorLoop.map { $0 as any TaskExecutor } }
 
     /// Starts a request. The delegate hears of its progress on a connection's loop; the
     /// returned exchange cancels it or pauses its response.

@@ -186,6 +186,9 @@ configuration.httpMaximumConnectionsPerHost = 64
 configuration.urlCache = nil
 let session = URLSession(configuration: configuration)
 let request = URLRequest(url: url)
+// COURIER_BENCH_EXECUTOR=loop: W1 and W2 run in a task that prefers the session's event loop
+// (URLSession.courierTaskExecutor); otherwise on the global executor, as most code does.
+let onLoop = ProcessInfo.processInfo.environment["COURIER_BENCH_EXECUTOR"] == "loop"
 
 switch arguments[1] {
 case "w1", "w4":
@@ -193,7 +196,17 @@ case "w1", "w4":
     // One request outside the measurement, to open the connection.
     _ = try? await session.data(for: request)
     let before = allocationCount()
-    let tally = await sequentialLoads(count) { try await session.data(for: request).0.count }
+    // The closures are @Sendable: one written plainly in this top-level code would belong to
+    // the main actor, and every request would cross to it and back (four more thread switches
+    // a request, measured with perf stat -e context-switches).
+    let tally: Tally
+    if onLoop {
+        tally = await withTaskExecutorPreference(session.courierTaskExecutor) {
+            await sequentialLoads(count) { @Sendable in try await session.data(for: request).0.count }
+        }
+    } else {
+        tally = await sequentialLoads(count) { @Sendable in try await session.data(for: request).0.count }
+    }
     var fields = tally.fields
     if let before, let after = allocationCount() { fields["allocations"] = after - before }
     emit(fields)
@@ -201,7 +214,13 @@ case "w2":
     let count = Int(arguments[3]) ?? 1000
     let concurrency = arguments.count > 4 ? Int(arguments[4]) ?? 32 : 32
     _ = try? await session.data(for: request)
-    emit(await concurrentLoads(count, concurrency: concurrency) { try await session.data(for: request).0.count }.fields)
+    if onLoop {
+        emit(await withTaskExecutorPreference(session.courierTaskExecutor) {
+            await concurrentLoads(count, concurrency: concurrency) { try await session.data(for: request).0.count }
+        }.fields)
+    } else {
+        emit(await concurrentLoads(count, concurrency: concurrency) { try await session.data(for: request).0.count }.fields)
+    }
 case "w3":
     let sink = arguments[3]
     let delegate = SinkDelegate(destination: sink == "discard" ? nil : sink)
@@ -292,7 +311,7 @@ case "hit":
     _ = try? await caching.data(for: fromCache)
     // Let a disk write land before measuring.
     try? await Task.sleep(for: .milliseconds(200))
-    emit(await sequentialLoads(count) { try await caching.data(for: fromCache).0.count }.fields)
+    emit(await sequentialLoads(count) { @Sendable in try await caching.data(for: fromCache).0.count }.fields)
 case "ws-echo", "ws-big":
     // One WebSocket task; each round trip is a send, then a receive of the echo.
     let count = Int(arguments[3]) ?? 1000

@@ -90,6 +90,10 @@ int courier_make_temporary_file(char *template_path, int suffix_length);
 /// CPUs this process may run on (its affinity mask), at least 1.
 int courier_available_cpus(void);
 
+/// Names the calling thread for the system (ps, top, perf, /proc/thread-self/comm): at most
+/// 15 bytes of `name` are kept.
+void courier_set_thread_name(const char *name);
+
 /// getaddrinfo's EAI_NODATA.
 int courier_eai_nodata(void);
 
