@@ -64,5 +64,9 @@ let package = Package(
 // that any other product builds from a fresh clone.
 let here = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
 if FileManager.default.fileExists(atPath: here.appendingPathComponent("Sources/FoundationBench/main.swift").path) {
-    package.targets.append(.executableTarget(name: "foundation-bench", dependencies: ["BenchSupport"], path: "Sources/FoundationBench"))
+    // FOUNDATION_BENCH leaves out what only Courier has (its loop executor).
+    package.targets.append(.executableTarget(
+        name: "foundation-bench", dependencies: ["BenchSupport"], path: "Sources/FoundationBench",
+        swiftSettings: [.define("FOUNDATION_BENCH")]
+    ))
 }

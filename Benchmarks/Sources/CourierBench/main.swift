@@ -188,7 +188,18 @@ let session = URLSession(configuration: configuration)
 let request = URLRequest(url: url)
 // COURIER_BENCH_EXECUTOR=loop: W1 and W2 run in a task that prefers the session's event loop
 // (URLSession.courierTaskExecutor); otherwise on the global executor, as most code does.
+// FoundationNetworking has no such executor: its build ignores the variable.
 let onLoop = ProcessInfo.processInfo.environment["COURIER_BENCH_EXECUTOR"] == "loop"
+
+/// The executor W1 and W2 prefer: the session's loop for COURIER_BENCH_EXECUTOR=loop, else
+/// none (the global executor).
+func preferredExecutor(_ session: URLSession) -> (any TaskExecutor)? {
+    #if FOUNDATION_BENCH
+    return nil
+    #else
+    return onLoop ? session.courierTaskExecutor : nil
+    #endif
+}
 
 switch arguments[1] {
 case "w1", "w4":
@@ -199,13 +210,8 @@ case "w1", "w4":
     // The closures are @Sendable: one written plainly in this top-level code would belong to
     // the main actor, and every request would cross to it and back (four more thread switches
     // a request, measured with perf stat -e context-switches).
-    let tally: Tally
-    if onLoop {
-        tally = await withTaskExecutorPreference(session.courierTaskExecutor) {
-            await sequentialLoads(count) { @Sendable in try await session.data(for: request).0.count }
-        }
-    } else {
-        tally = await sequentialLoads(count) { @Sendable in try await session.data(for: request).0.count }
+    let tally = await withTaskExecutorPreference(preferredExecutor(session)) {
+        await sequentialLoads(count) { @Sendable in try await session.data(for: request).0.count }
     }
     var fields = tally.fields
     if let before, let after = allocationCount() { fields["allocations"] = after - before }
@@ -214,13 +220,9 @@ case "w2":
     let count = Int(arguments[3]) ?? 1000
     let concurrency = arguments.count > 4 ? Int(arguments[4]) ?? 32 : 32
     _ = try? await session.data(for: request)
-    if onLoop {
-        emit(await withTaskExecutorPreference(session.courierTaskExecutor) {
-            await concurrentLoads(count, concurrency: concurrency) { try await session.data(for: request).0.count }
-        }.fields)
-    } else {
-        emit(await concurrentLoads(count, concurrency: concurrency) { try await session.data(for: request).0.count }.fields)
-    }
+    emit(await withTaskExecutorPreference(preferredExecutor(session)) {
+        await concurrentLoads(count, concurrency: concurrency) { try await session.data(for: request).0.count }
+    }.fields)
 case "w3":
     let sink = arguments[3]
     let delegate = SinkDelegate(destination: sink == "discard" ? nil : sink)
@@ -306,8 +308,9 @@ case "hit":
         ? URLCache(memoryCapacity: 0, diskCapacity: 64 * 1024 * 1024, diskPath: directory.path)
         : URLCache(memoryCapacity: 64 * 1024 * 1024, diskCapacity: 0, diskPath: nil)
     let caching = URLSession(configuration: cached)
-    var fromCache = request
-    fromCache.cachePolicy = .returnCacheDataElseLoad
+    var cacheRequest = request
+    cacheRequest.cachePolicy = .returnCacheDataElseLoad
+    let fromCache = cacheRequest
     _ = try? await caching.data(for: fromCache)
     // Let a disk write land before measuring.
     try? await Task.sleep(for: .milliseconds(200))
