@@ -155,7 +155,9 @@ struct HTTP2IntegrationTests {
         })
         let session = session()
         defer { session.finishTasksAndInvalidate() }
-        let slowTask = session.dataTask(with: nginx.tlsURL("good", "/files/8m.bin"))
+        // Sent at 1 MB/s (nginx's limit_rate): the body is still coming when the suspend is
+        // made, however late the delegate queue runs the first didReceive(data:).
+        let slowTask = session.dataTask(with: nginx.tlsURL("good", "/slow/8m.bin"))
         slowTask.delegate = slow
         slowTask.resume()
         while !paused.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
