@@ -116,13 +116,13 @@ final class DownloadFile: Sendable {
     /// over as it is: its URL, or nil (and the file is deleted) when it holds no byte. This
     /// object no longer refers to any file after.
     func handOver() -> URL? {
-        let open = output.withLock { output -> Bool in
+        let held = output.withLock { output -> Bool in
             defer { output.removed = true }
             guard !output.removed else { return false }
             _ = finish(&output, keepingData: true)
             return true
         }
-        guard open else { return nil }
+        guard held else { return nil }
         var status = stat()
         guard stat(url.path, &status) == 0, status.st_size > 0 else {
             unlink(url.path)

@@ -350,7 +350,7 @@ struct CourierCommand: AsyncParsableCommand {
             let session = sessions.session(for: proxyChoice.proxy.map { "\($0)" } ?? "", configuration: configuration)
             if let uploadFile {
                 task = session.uploadTask(with: request, fromFile: uploadFile)
-            } else if sink.takesDownloadedFile && !include && !requestOptions.head && narrator?.style ?? .verbose == .verbose {
+            } else if sink.takesDownloadedFile && !include && !requestOptions.head && (narrator?.style ?? .verbose) == .verbose {
                 // A body for a file goes through a download task, which writes it off the
                 // event loop; -i's heads and the traces' data blocks need the bytes as they come.
                 task = session.downloadTask(with: request)
