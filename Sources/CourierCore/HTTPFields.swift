@@ -111,6 +111,13 @@ public struct HTTPFields: Sendable, Equatable {
         locations.firstIndex { nameMatches($0, name) }
     }
 
+    /// Makes room for `fields` more fields holding `bytes` more bytes of names and values, so
+    /// that appending them allocates nothing on the way.
+    public mutating func reserveCapacity(fields: Int, bytes: Int) {
+        storage.reserveCapacity(storage.count + bytes)
+        locations.reserveCapacity(locations.count + fields)
+    }
+
     /// Appends a field.
     public mutating func append(name: String, value: String) {
         let nameStart = storage.count

@@ -23,6 +23,12 @@ extension HTTP1ResponseParser {
     ) throws(HTTP1ResponseError) -> (used: Int, done: Bool) {
         var index = start
         let base = input.baseAddress!
+        if section.capacity == 0 {
+            // A new section: room for a head like the last one at once, rather than a
+            // reallocation at every doubling from the first line's size (five for a typical
+            // 300-byte head). The section becomes the head's field storage, so it is not reused.
+            section.reserveCapacity(min(options.maxHeaderSectionBytes, max(512, lastHeadByteCount + 128)))
+        }
         while index < input.count {
             guard let found = memchr(base + index, Int32(UInt8.lf), input.count - index) else {
                 section.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[index...]))
