@@ -54,6 +54,8 @@ final class HTTP1Connection: TransportStreamDelegate {
     private var stash = ByteBuffer()
     private var sendBuffer = ByteBuffer(capacity: 1024)
     private var timeoutTimer: TimerID?
+    /// When `timeoutTimer` fires; kept for the next exchange whose timeout is no earlier.
+    private var timeoutTimerFires: ContinuousClock.Instant?
     private var poolIdleTimer: TimerID?
     private(set) var isClosed = false
     let establishedAt: ContinuousClock.Instant
@@ -356,7 +358,6 @@ final class HTTP1Connection: TransportStreamDelegate {
     private func finishActive(_ result: Result<HTTPFields?, TransportError>) {
         guard let current = active else { return }
         active = nil
-        cancelTimeout()
         if current.exchange.request.collectsTimings { current.metrics.responseEnd = .now }
         let bodyComplete: Bool
         if case .complete = current.body { bodyComplete = true } else { bodyComplete = false }
@@ -465,17 +466,20 @@ final class HTTP1Connection: TransportStreamDelegate {
     // MARK: Timers
 
     private func armTimeout(_ timeout: Duration, deadline: ContinuousClock.Instant?) {
-        cancelTimeout()
         var first = ContinuousClock.now + timeout
         if let deadline { first = min(first, deadline) }
-        timeoutTimer = loop.scheduleTimer(at: first) { [weak self] in self?.timeoutFired(timeout) }
+        if timeoutTimer != nil, let fires = timeoutTimerFires, fires <= first { return }
+        cancelTimeout()
+        timeoutTimer = loop.scheduleTimer(at: first) { [weak self] in self?.timeoutFired() }
+        timeoutTimerFires = first
     }
 
-    /// Fires at most once per timeout period and re-arms for the time left since the last
-    /// byte, so busy exchanges cost no timer work per read.
-    private func timeoutFired(_ timeout: Duration) {
+    /// Checks the active exchange, whichever armed the timer: re-arms for the time left since
+    /// its last byte (busy exchanges cost no timer work per read), or times it out.
+    private func timeoutFired() {
         timeoutTimer = nil
         guard let current = active else { return }
+        let timeout = current.exchange.request.idleTimeout
         let now = ContinuousClock.now
         if let deadline = current.exchange.request.deadline, now >= deadline {
             finishActive(.failure(.timedOut))
@@ -486,7 +490,8 @@ final class HTTP1Connection: TransportStreamDelegate {
         if current.readingPaused || silent < timeout {
             var remaining = current.readingPaused ? timeout : timeout - silent
             if let deadline = current.exchange.request.deadline { remaining = min(remaining, deadline - now) }
-            timeoutTimer = loop.scheduleTimer(after: remaining) { [weak self] in self?.timeoutFired(timeout) }
+            timeoutTimerFires = now + remaining
+            timeoutTimer = loop.scheduleTimer(at: now + remaining) { [weak self] in self?.timeoutFired() }
             return
         }
         finishActive(.failure(.timedOut))
