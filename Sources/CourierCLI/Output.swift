@@ -128,17 +128,22 @@ final class OutputSink: @unchecked Sendable {
     /// file with other links) is written into as the bytes arrive, as curl does.
     var takesDownloadedFile: Bool {
         switch state.withLock({ $0.destination }) {
-        case .file(let path): Self.isReplaceable(path)
-        case .remoteName: true
-        case .handle, .resume: false
+        case .file(let path):
+            var status = stat()
+            return Self.isReplaceable(path, status: &status)
+        case .remoteName: return true
+        case .handle, .resume: return false
         }
     }
 
     /// True when `path` does not exist, or is a plain file of this user's with one link:
-    /// replacing it with another file is the same as writing it anew.
-    private static func isReplaceable(_ path: String) -> Bool {
-        var status = stat()
-        guard lstat(path, &status) == 0 else { return errno == ENOENT }
+    /// replacing it with another file is the same as writing it anew. `status` gets what lstat
+    /// found (zeroed when nothing is there).
+    private static func isReplaceable(_ path: String, status: inout stat) -> Bool {
+        guard lstat(path, &status) == 0 else {
+            status = stat()
+            return errno == ENOENT
+        }
         return status.st_mode & S_IFMT == S_IFREG && status.st_nlink == 1 && status.st_uid == geteuid()
     }
 
@@ -164,41 +169,31 @@ final class OutputSink: @unchecked Sendable {
         }
         state.withLock { $0.written = target }
         var status = stat()
-        let mode = lstat(target, &status) == 0 ? status.st_mode & 0o7777 : 0o666 & ~Self.umask
-        if Self.isReplaceable(target), chmod(file.path, mode) == 0, rename(file.path, target) == 0 { return nil }
+        if Self.isReplaceable(target, status: &status) {
+            // The mode of the file replaced, or of a new one.
+            let mode = status.st_mode != 0 ? status.st_mode & 0o7777 : 0o666 & ~Self.umask
+            if chmod(file.path, mode) == 0, rename(file.path, target) == 0 { return nil }
+        }
         defer { unlink(file.path) }
         return Self.copy(file.path, to: target)
     }
 
-    /// Copies `source` into `target` (created, or emptied), as curl writes a file.
+    /// Copies `source` into `target`, opened as every output is (``create(_:)``), in 1 MiB
+    /// pieces.
     private static func copy(_ source: String, to target: String) -> (message: String, code: Int32)? {
-        let input = open(source, O_RDONLY | O_CLOEXEC)
-        guard input >= 0 else { return ("cannot read the downloaded file \(source): \(String(cString: strerror(errno)))", 23) }
-        defer { Glibc.close(input) }
-        let output = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
-        guard output >= 0 else { return ("cannot write \(target): \(String(cString: strerror(errno)))", 23) }
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        var failure: String?
-        copying: while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(input, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else {
-                if count < 0 { failure = "cannot read the downloaded file \(source): \(String(cString: strerror(errno)))" }
-                break
-            }
-            var done = 0
-            while done < count {
-                let wrote = buffer.withUnsafeBytes { Glibc.write(output, $0.baseAddress! + done, count - done) }
-                if wrote < 0 && errno == EINTR { continue }
-                guard wrote > 0 else {
-                    failure = "write error on \(target): \(String(cString: strerror(errno)))"
-                    break copying
-                }
-                done += wrote
-            }
+        guard let input = FileHandle(forReadingAtPath: source) else {
+            return ("cannot read the downloaded file \(source): \(String(cString: strerror(errno)))", 23)
         }
-        if Glibc.close(output) != 0, failure == nil { failure = "write error on \(target): \(String(cString: strerror(errno)))" }
-        return failure.map { ($0, 23) }
+        guard let output = create(target) else { return ("cannot write \(target): \(String(cString: strerror(errno)))", 23) }
+        do {
+            while let piece = try input.read(upToCount: 1 << 20), !piece.isEmpty {
+                try output.write(contentsOf: piece)
+            }
+            try output.close()
+            return nil
+        } catch {
+            return ("write error on \(target): \(reason(error))", 23)
+        }
     }
 
     /// The process's umask, read without changing it (the umask(2) call would set it, and a
@@ -278,7 +273,7 @@ final class OutputSink: @unchecked Sendable {
 
     /// The system's words for a write error (`No space left on device`), without Foundation's
     /// wrapping.
-    private static func reason(_ error: any Error) -> String {
+    static func reason(_ error: any Error) -> String {
         let nsError = error as NSError
         if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
             return String(cString: strerror(Int32(underlying.code)))

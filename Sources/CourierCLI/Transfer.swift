@@ -349,10 +349,7 @@ final class Transfer: NSObject, URLSessionDataDelegate, URLSessionDownloadDelega
             if let urlError, urlError.code == .cannotWriteToFile || urlError.code == .cannotCreateFile {
                 // The download's own file (in TMPDIR) could not be written: said as curl says
                 // a write error, of the file the user named.
-                let reason = (urlError.userInfo[NSUnderlyingErrorKey] as? NSError).flatMap { underlying in
-                    underlying.domain == NSPOSIXErrorDomain ? String(cString: strerror(Int32(underlying.code))) : nil
-                } ?? urlError.localizedDescription
-                let failure = (message: "write error on \(sink.describedDestination): \(reason)", code: Int32(23))
+                let failure = (message: "write error on \(sink.describedDestination): \(OutputSink.reason(urlError))", code: Int32(23))
                 state.withLock { state in
                     if state.outcome.outputFailure == nil { state.outcome.outputFailure = failure }
                 }

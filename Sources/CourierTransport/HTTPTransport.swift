@@ -87,7 +87,7 @@ public final class HTTPTransport: Sendable {
     /// An executor on one of the transport's loops: a Swift task that runs on it starts its
     /// exchanges without a thread hop (a connection it dials is on that loop) and is resumed
     /// there. Nil when the loops could not be started.
-    public var taskExecutor: (any TaskExecutor)? { executorLoop.map { $0 as any TaskExecutor } }
+    public var taskExecutor: (any TaskExecutor)? { executorLoop }
 
     /// Starts a request. The delegate hears of its progress on a connection's loop; the
     /// returned exchange cancels it or pauses its response.
