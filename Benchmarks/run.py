@@ -370,6 +370,8 @@ def main():
     parser.add_argument("--clients", default="", help="only these clients (comma-separated names as in the table)")
     parser.add_argument("--baseline", default="", help="a courier-bench binary built from another commit: "
                         "measured as 'Courier (baseline)' beside Courier, interleaved, for before/after tables")
+    parser.add_argument("--instructions", action="store_true", help="instructions (and Courier's allocations) per request "
+                        "on W1 and W2, h1 and h2, instead of rates: see instructions.py")
     options = parser.parse_args()
     global W1_REQUESTS, W1_SLOW_REQUESTS, W2_REQUESTS, W4_CONNECTIONS
     if options.quick:
@@ -378,6 +380,13 @@ def main():
     only = set(options.only.split(","))
     pki = setup()
     nginx = start_nginx()
+    if options.instructions:
+        try:
+            count_instructions(pki, options)
+        finally:
+            nginx.send_signal(signal.SIGQUIT)
+            nginx.wait()
+        return
     runner = Runner(pki)
     began = time.monotonic()
     base = {name: f"http{'s' if name != 'h1' else ''}://127.0.0.1:{port}" for name, port in PORTS.items()}
@@ -499,6 +508,30 @@ def main():
             remove(os.path.join(WORK, leftover))
         shutil.rmtree(os.path.join(WORK, "w3r-tmp"), ignore_errors=True)
     report(runner.samples, micro, options, time.monotonic() - began)
+
+
+def count_instructions(pki, options):
+    """run.py --instructions: instructions.py's table, in results/<date>-instructions.{json,md}."""
+    import instructions
+    base = {name: f"http{'s' if name != 'h1' else ''}://127.0.0.1:{port}" for name, port in PORTS.items()}
+    tls = {"SSL_CERT_FILE": f"{pki}/bundle.pem", "BENCH_CA_FILE": f"{pki}/ca.pem"}
+    paths = {"here": HERE, "bin": BIN, "work": WORK, "pki": pki}
+    wanted = set(filter(None, options.clients.split(",")))
+    began = time.monotonic()
+    kind, size, table = instructions.run(paths, base, tls, options.rounds, wanted)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    document = {"date": now.isoformat(timespec="seconds"), "counter": kind, "requests": size, "rounds": options.rounds,
+                "elapsedSeconds": round(time.monotonic() - began), "workloads": table,
+                "machine": {"cpu": next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?"),
+                            "cores": os.cpu_count(), "kernel": platform.release(), "swift": sh("swift", "--version").splitlines()[0]}}
+    os.makedirs(RESULTS, exist_ok=True)
+    stamp = now.strftime("%Y-%m-%dT%H%M")
+    for name in ([f"{stamp}-instructions"] if wanted else ["latest-instructions", f"{stamp}-instructions"]):
+        with open(os.path.join(RESULTS, f"{name}.json"), "w") as handle:
+            json.dump(document, handle, indent=2, sort_keys=True)
+        with open(os.path.join(RESULTS, f"{name}.md"), "w") as handle:
+            handle.write(instructions.markdown(document))
+    print(instructions.markdown(document))
 
 
 REFERENCE = {"W1 h1": "wrk", "W1 tls-h1": "wrk", "W1 tls-h2": "h2load", "W2 h1": "wrk", "W2 tls-h2": "h2load",

@@ -220,9 +220,12 @@ case "w2":
     let count = Int(arguments[3]) ?? 1000
     let concurrency = arguments.count > 4 ? Int(arguments[4]) ?? 32 : 32
     _ = try? await session.data(for: request)
-    emit(await withTaskExecutorPreference(preferredExecutor(session)) {
+    let before = allocationCount()
+    var fields = await withTaskExecutorPreference(preferredExecutor(session)) {
         await concurrentLoads(count, concurrency: concurrency) { try await session.data(for: request).0.count }
-    }.fields)
+    }.fields
+    if let before, let after = allocationCount() { fields["allocations"] = after - before }
+    emit(fields)
 case "w3":
     let sink = arguments[3]
     let delegate = SinkDelegate(destination: sink == "discard" ? nil : sink)

@@ -1,0 +1,198 @@
+"""Instruction counts per request (run.py --instructions): figures that repeat from run to run,
+where wall-clock rates on this VM move 10-20%.
+
+Each client runs a workload twice, with N and with 2N requests, under a counter of its user-space
+instructions (all its threads): `perf stat -e instructions:u` where the machine has the hardware
+counter, else valgrind's callgrind (the same count, simulated, about 50 times slower). The
+difference over the N extra requests is the cost of a request, start-up and connection set-up
+taken out. wrk runs for a time, not a count: its two runs differ by their request counts.
+
+For Courier the heap allocations per request come with it, W1 and W2 on h1 and on h2
+(CMallocCounter through LD_PRELOAD, the same difference of two runs).
+"""
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+
+# Requests of the shorter run, per counter (callgrind is slow), and wrk's seconds.
+SIZES = {"perf": 5000, "callgrind": 1000}
+WRK_SECONDS = {"perf": (2, 4), "callgrind": (3, 6)}
+
+
+def counter():
+    """'perf' when the kernel counts instructions for us, else 'callgrind', else None."""
+    if shutil.which("perf"):
+        probe = subprocess.run(["perf", "stat", "-x,", "-e", "instructions:u", "true"], capture_output=True, text=True)
+        if probe.returncode == 0 and re.search(r"^\d+,", probe.stderr, re.M):
+            return "perf"
+    if shutil.which("valgrind"):
+        return "callgrind"
+    return None
+
+
+def wrap(kind, command):
+    if kind == "perf":
+        return ["perf", "stat", "-x,", "-e", "instructions:u", "--"] + command
+    return ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", "--cache-sim=no", "--branch-sim=no",
+            "--trace-children=no"] + command
+
+
+def valgrind_shim(paths):
+    """valgrind/sigsuspend.c built into the work directory (see its header): preloaded under
+    callgrind, without which valgrind 3.19 dies in every Swift client's dispatch_main()."""
+    source = os.path.join(paths["here"], "valgrind", "sigsuspend.c")
+    library = os.path.join(paths["work"], "libsigsuspend-copy.so")
+    if not os.path.exists(library) or os.path.getmtime(library) < os.path.getmtime(source):
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", library, source], check=True)
+    return library
+
+
+def parse(kind, stderr):
+    if kind == "perf":
+        match = re.search(r"^(\d+),[^,]*,instructions", stderr, re.M)
+    else:
+        match = re.search(r"Collected : (\d+)", stderr)
+    if not match:
+        raise RuntimeError(f"no instruction count in: {stderr.strip()[-400:]}")
+    return int(match.group(1))
+
+
+def measure(paths, kind, client, url, count, env, tls):
+    """One run of `client` making about `count` requests: (requests made, instructions)."""
+    name, workload, concurrency = client
+    full_env = dict(os.environ, **tls, **(env or {}))
+    if kind == "callgrind":
+        full_env["LD_PRELOAD"] = valgrind_shim(paths)
+    if name == "wrk":
+        command = ["wrk", "-t1", f"-c{concurrency}", f"-d{count}s", url]
+    elif name == "h2load":
+        command = ["h2load", "-n", str(count), "-c", "1", "-m", str(concurrency), url]
+    elif name == "curl":
+        config = os.path.join(paths["work"], "curl-urls.txt")
+        with open(config, "w") as handle:
+            handle.write(f'url = "{url}"\noutput = "/dev/null"\n' * count)
+        command = ["curl", "-s", "--cacert", f"{paths['pki']}/ca.pem", "-K", config] + (["--http2"] if "18444" in url else ["--http1.1"])
+    elif name == "Go":
+        command = [os.path.join(paths["here"], "bin", "go-bench"), workload, url, str(count)] + ([str(concurrency)] if workload == "w2" else [])
+    else:
+        command = [bench_binary(paths, kind), workload, url, str(count)] + ([str(concurrency)] if workload == "w2" else [])
+    process = subprocess.run(["taskset", "-c", "1"] + wrap(kind, command), capture_output=True, text=True, env=full_env)
+    if process.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} exited {process.returncode}: {process.stderr.strip()[-400:]}")
+    if name == "wrk":
+        requests = int(re.search(r"(\d+) requests in", process.stdout).group(1))
+    elif name == "h2load":
+        requests = int(re.search(r"requests: \d+ total, \d+ started, (\d+) done", process.stdout).group(1))
+    elif name == "curl":
+        requests = count
+    else:
+        requests = json.loads(process.stdout.strip().splitlines()[-1])["requests"]
+    return requests, parse(kind, process.stderr)
+
+
+def bench_binary(paths, kind):
+    """courier-bench; for callgrind a copy without its DWARF, which this valgrind fails to read
+    ("request for range … exceeds valid image size") and which counting does not need."""
+    binary = os.path.join(paths["bin"], "courier-bench")
+    if kind != "callgrind":
+        return binary
+    stripped = os.path.join(paths["work"], "courier-bench-stripped")
+    if not os.path.exists(stripped) or os.path.getmtime(stripped) < os.path.getmtime(binary):
+        subprocess.run(["objcopy", "--strip-debug", binary, stripped], check=True)
+    return stripped
+
+
+def allocations(paths, url, workload, count, concurrency, tls):
+    """Courier's heap allocations per request: two counted runs, N and 2N requests."""
+    figures = []
+    for size in (count, 2 * count):
+        command = [os.path.join(paths["bin"], "courier-bench"), workload, url, str(size)] + ([str(concurrency)] if workload == "w2" else [])
+        env = dict(os.environ, **tls, LD_PRELOAD=os.path.join(paths["bin"], "libMallocCounter.so"))
+        process = subprocess.run(["taskset", "-c", "1"] + command, capture_output=True, text=True, env=env)
+        if process.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} exited {process.returncode}: {process.stderr.strip()[-400:]}")
+        result = json.loads(process.stdout.strip().splitlines()[-1])
+        figures.append((result["requests"], result["allocations"]))
+    return (figures[1][1] - figures[0][1]) / max(figures[1][0] - figures[0][0], 1)
+
+
+def run(paths, base, tls, rounds, wanted):
+    """Instructions (and for Courier allocations) per request, medians over `rounds`."""
+    kind = counter()
+    if kind is None:
+        raise SystemExit("--instructions needs perf with a hardware instruction counter, or valgrind")
+    size = SIZES[kind]
+    loop = {"COURIER_BENCH_EXECUTOR": "loop"}
+    plans = {
+        "W1 h1": (base["h1"] + "/100.bin", [("wrk", "w1", 1), ("Courier", "w1", 1), ("Courier-loop", "w1", 1), ("Go", "w1", 1), ("curl", "w1", 1)]),
+        "W1 tls-h2": (base["tls-h2"] + "/100.bin", [("h2load", "w1", 1), ("Courier", "w1", 1), ("Courier-loop", "w1", 1), ("Go", "w1", 1), ("curl", "w1", 1)]),
+        "W2 h1": (base["h1"] + "/100.bin", [("wrk", "w2", 32), ("Courier", "w2", 32), ("Courier-loop", "w2", 32), ("Go", "w2", 32)]),
+        "W2 tls-h2": (base["tls-h2"] + "/100.bin", [("h2load", "w2", 32), ("Courier", "w2", 32), ("Courier-loop", "w2", 32), ("Go", "w2", 32)]),
+    }
+    rows = {}
+    for round_number in range(rounds):
+        print(f"instructions: round {round_number + 1}/{rounds} ({kind})", flush=True)
+        for workload, (url, clients) in plans.items():
+            for client in clients:
+                name = client[0]
+                if wanted and name not in wanted:
+                    continue
+                env = loop if name == "Courier-loop" else None
+                counts = WRK_SECONDS[kind] if name == "wrk" else (size, 2 * size)
+                try:
+                    (first_requests, first), (second_requests, second) = (
+                        measure(paths, kind, client, url, count, env, tls) for count in counts)
+                    per_request = (second - first) / max(second_requests - first_requests, 1)
+                except (RuntimeError, ValueError, AttributeError) as error:
+                    print(f"  {workload} {name}: failed: {str(error)[:300]}", flush=True)
+                    continue
+                print(f"  {workload} {name}: {per_request:,.0f} instructions a request", flush=True)
+                rows.setdefault(workload, {}).setdefault(name, {"instructions": []})["instructions"].append(per_request)
+            if (not wanted or "Courier" in wanted) and workload in plans:
+                try:
+                    per_request = allocations(paths, url, clients[1][1], 2000, clients[1][2], tls)
+                    rows.setdefault(workload, {}).setdefault("Courier", {"instructions": []}).setdefault("allocations", []).append(per_request)
+                    print(f"  {workload} Courier: {per_request:.1f} allocations a request", flush=True)
+                except (RuntimeError, ValueError, KeyError) as error:
+                    print(f"  {workload} Courier allocations: failed: {str(error)[:300]}", flush=True)
+    table = {}
+    for workload, clients in rows.items():
+        for name, figures in clients.items():
+            entry = {}
+            if figures.get("instructions"):
+                entry["instructionsPerRequest"] = round(statistics.median(figures["instructions"]))
+            if figures.get("allocations"):
+                entry["allocationsPerRequest"] = round(statistics.median(figures["allocations"]), 1)
+            table.setdefault(workload, {})[name] = entry
+    return kind, size, table
+
+
+REFERENCE = {"W1 h1": "wrk", "W2 h1": "wrk", "W1 tls-h2": "h2load", "W2 tls-h2": "h2load"}
+
+
+def markdown(document):
+    kind = document["counter"]
+    how = ("`perf stat -e instructions:u`" if kind == "perf"
+           else "valgrind's callgrind (`--tool=callgrind --cache-sim=no`; the machine has no hardware instruction counter)")
+    lines = [f"# Courier instruction counts — {document['date']}", "",
+             f"Machine: {document['machine']['cpu']}, {document['machine']['cores']} cores, Linux {document['machine']['kernel']}; "
+             f"{document['machine']['swift']}.",
+             f"User-space instructions of the client process (all threads), counted with {how}; a request's figure is the "
+             f"difference between a run of {document['requests']:,} and one of {2 * document['requests']:,} requests over the "
+             f"extra requests (wrk: two runs of different lengths, over the difference of their request counts). Medians of "
+             f"{document['rounds']} rounds. Allocations: Courier's heap allocations a request, the same way with 2,000 and 4,000 requests.", "",
+             "| workload | client | instructions/request | × reference | allocations/request |", "|---|---|---:|---:|---:|"]
+    for workload in sorted(document["workloads"]):
+        clients = document["workloads"][workload]
+        reference = clients.get(REFERENCE[workload], {}).get("instructionsPerRequest")
+        for name, entry in sorted(clients.items(), key=lambda item: item[1].get("instructionsPerRequest", 0)):
+            count = entry.get("instructionsPerRequest")
+            ratio = f"{count / reference:.2f}" if count and reference else ""
+            lines.append(f"| {workload} | {name} | {count if count is not None else '':,} | {ratio} | {entry.get('allocationsPerRequest', '')} |"
+                         if count is not None else f"| {workload} | {name} | | | {entry.get('allocationsPerRequest', '')} |")
+    lines += ["", "× reference: instructions a request against wrk (h1) or h2load (h2); above 1 means more work than the "
+              "reference for each request. Only the client is counted, never nginx."]
+    return "\n".join(lines) + "\n"
