@@ -69,6 +69,8 @@ let package = Package(
 
         // Pure vocabulary: bytes, fields, heads, validation, limits.
         .target(name: "CourierCore"),
+        // The lock (Synchronization's Mutex, visible to ThreadSanitizer).
+        .target(name: "CourierSync", dependencies: ["CCourierLinux"]),
 
         // Pure protocol cores.
         .target(name: "CourierHTTP1", dependencies: ["CourierCore"]),
@@ -89,7 +91,7 @@ let package = Package(
         .target(
             name: "CourierReactor",
             dependencies: [
-                "CourierCore", "CCourierLinux",
+                "CourierCore", "CCourierLinux", "CourierSync",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
             ]
@@ -99,7 +101,7 @@ let package = Package(
         .target(
             name: "CourierTransport",
             dependencies: [
-                "CourierCore", "CourierHTTP1", "CourierHTTP2", "CourierPool", "CourierReactor", "CourierTLS",
+                "CourierCore", "CourierHTTP1", "CourierHTTP2", "CourierPool", "CourierReactor", "CourierSync", "CourierTLS",
                 .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
@@ -108,7 +110,7 @@ let package = Package(
         .target(
             name: "Courier",
             dependencies: [
-                "CCourierLinux", "CCourierSQLite", "CourierCore", "CourierHTTP1", "CourierPolicies", "CourierReactor", "CourierTransport", "CourierTLS", "CourierWebSocket",
+                "CCourierLinux", "CCourierSQLite", "CourierCore", "CourierHTTP1", "CourierPolicies", "CourierReactor", "CourierSync", "CourierTransport", "CourierTLS", "CourierWebSocket",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -117,7 +119,7 @@ let package = Package(
         .executableTarget(
             name: "CourierCLI",
             dependencies: [
-                "Courier", "CourierCore", "CourierPolicies",
+                "Courier", "CourierCore", "CourierPolicies", "CourierSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -126,7 +128,7 @@ let package = Package(
         .executableTarget(
             name: "CourierLoad",
             dependencies: [
-                "CourierCore", "CourierHTTP1", "CourierReactor", "CourierTLS", "CourierTransport",
+                "CourierCore", "CourierHTTP1", "CourierReactor", "CourierSync", "CourierTLS", "CourierTransport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -139,7 +141,7 @@ let package = Package(
         // Test support: real peers on loopback (nginx, a scripted raw server).
         .target(
             name: "_CourierTestSupport",
-            dependencies: ["CCourierOpenSSL"],
+            dependencies: ["CCourierOpenSSL", "CourierSync"],
             path: "Tests/_CourierTestSupport",
             resources: [.copy("Resources/echo.js")]
         ),
@@ -154,27 +156,27 @@ let package = Package(
             dependencies: ["CourierHTTP1", "CourierCore"],
             resources: [.copy("Transcripts")]
         ),
-        .testTarget(name: "CourierReactorTests", dependencies: ["CourierReactor", "_CourierTestSupport"]),
-        .testTarget(name: "CourierTests", dependencies: ["Courier", "_CourierTestSupport"]),
+        .testTarget(name: "CourierReactorTests", dependencies: ["CourierReactor", "CourierSync", "_CourierTestSupport"]),
+        .testTarget(name: "CourierTests", dependencies: ["Courier", "CourierSync", "_CourierTestSupport"]),
         .testTarget(name: "CourierWebSocketTests", dependencies: ["CourierWebSocket", "_CourierTestSupport"]),
         .testTarget(name: "CourierTransportTests", dependencies: ["CourierTransport", "CourierCore", "_CourierTestSupport"]),
         // A writer of the cookie store that the crash test kills mid-transaction (debug builds
         // only: it imports Courier's internals with @testable).
         // The soak (scripts/soak.sh): one session, many requests, rate and memory per tenth.
-        .executableTarget(name: "courier-soak", dependencies: ["Courier", "_CourierTestSupport"], path: "Tests/CourierSoak"),
+        .executableTarget(name: "courier-soak", dependencies: ["Courier", "CourierSync", "_CourierTestSupport"], path: "Tests/CourierSoak"),
         .executableTarget(name: "courier-store-writer", dependencies: ["Courier", "CourierPolicies"], path: "Tests/CourierStoreWriter"),
         // The Autobahn WebSocket conformance client (scripts/autobahn.sh): echoes every case of
         // `wstest -m fuzzingserver` through URLSessionWebSocketTask.
         // Makes a background session in a process of its own, for the tests of sessions that
         // outlive their process.
-        .executableTarget(name: "courier-background-probe", dependencies: ["Courier"], path: "Tests/CourierBackgroundProbe"),
+        .executableTarget(name: "courier-background-probe", dependencies: ["Courier", "CourierSync"], path: "Tests/CourierBackgroundProbe"),
         // Runs one download task, for the test that fills the disk under it.
         .executableTarget(name: "courier-download-probe", dependencies: ["Courier"], path: "Tests/CourierDownloadProbe"),
-        .executableTarget(name: "courier-autobahn", dependencies: ["Courier"], path: "Tests/CourierAutobahn"),
+        .executableTarget(name: "courier-autobahn", dependencies: ["Courier", "CourierSync"], path: "Tests/CourierAutobahn"),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "Courier", "CourierCore", "CourierPolicies", "CourierTLS", "CourierTransport", "CourierWebSocket", "_CourierTestSupport",
+                "Courier", "CourierCore", "CourierPolicies", "CourierSync", "CourierTLS", "CourierTransport", "CourierWebSocket", "_CourierTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

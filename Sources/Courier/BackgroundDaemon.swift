@@ -1,5 +1,5 @@
+import CourierSync
 import Foundation
-import Synchronization
 
 /// The `courier-background` process: it carries one background identifier's download and
 /// upload tasks, on a session of its own, for whichever process holds the identifier's session

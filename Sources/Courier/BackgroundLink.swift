@@ -1,5 +1,5 @@
+import CourierSync
 import Foundation
-import Synchronization
 
 /// A background session's connection to its identifier's daemon (`courier-background`),
 /// started when none runs. It forwards the tasks' resume, suspend and cancel, and turns the

@@ -1,6 +1,6 @@
+import CourierSync
 import CourierTransport
 import Foundation
-import Synchronization
 
 /// The sink of `bytes(for:)`: hands the response to the waiting call, then queues the body's
 /// chunks for the ``URLSession/AsyncBytes`` iterator. A consumer slower than the network

@@ -1,7 +1,7 @@
 import CourierCore
+import CourierSync
 import Foundation
 import Logging
-import Synchronization
 
 
 /// A response and its body as a cache keeps them: Apple's `CachedURLResponse`.

@@ -1,7 +1,7 @@
 import CourierPolicies
+import CourierSync
 import CourierTransport
 import Foundation
-import Synchronization
 
 /// A data task's events for its delegates: `didReceive response`, `didReceive data` once per
 /// read, then metrics and completion.

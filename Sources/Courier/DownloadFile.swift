@@ -1,6 +1,6 @@
 import CCourierLinux
+import CourierSync
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc

@@ -1,7 +1,7 @@
+import CourierSync
 import CourierTransport
 import Dispatch
 import Foundation
-import Synchronization
 
 /// A download task's body, written to a temporary file; off the event loop as soon as the disk
 /// is slow.

@@ -1,7 +1,7 @@
 import CourierPolicies
+import CourierSync
 import Foundation
 import Logging
-import Synchronization
 
 extension Notification.Name {
     /// Posted (object: the storage) after cookies were added, replaced or removed.

@@ -1,5 +1,5 @@
+import CourierSync
 import Foundation
-import Synchronization
 
 // Design note. An `NSURLRequest` is a `URLRequest` value in a box: every property reads the
 // boxed value, and `NSMutableURLRequest`'s setters change it in place under the box's mutex.

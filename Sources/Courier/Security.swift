@@ -1,7 +1,7 @@
+import CourierSync
 import CourierTLS
 import CourierTransport
 import Foundation
-import Synchronization
 
 // The part of Apple's Security framework that server-trust and client-certificate code uses,
 // with Apple's names, so that code compiles unchanged on Linux. Core Foundation types are

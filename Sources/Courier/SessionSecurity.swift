@@ -1,7 +1,7 @@
+import CourierSync
 import CourierTLS
 import CourierTransport
 import Foundation
-import Synchronization
 
 /// Turns the transport's TLS decisions into Apple's authentication challenges: server trust
 /// (`NSURLAuthenticationMethodServerTrust`) and client certificates

@@ -1,8 +1,8 @@
 import CourierCore
 import CourierPolicies
+import CourierSync
 import CourierTransport
 import Foundation
-import Synchronization
 
 /// Carries one stream task: its connection (``UpgradedConnection``, opened by the transport)
 /// and the queue of what the caller asked for. Callers' calls come from any thread and land in

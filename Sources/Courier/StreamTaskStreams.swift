@@ -1,5 +1,5 @@
+import CourierSync
 import Foundation
-import Synchronization
 
 /// The reading end a stream task's connection becomes after `captureStreams()`. `read` blocks
 /// until bytes arrive, as a socket's stream does; scheduled in a run loop it tells its delegate

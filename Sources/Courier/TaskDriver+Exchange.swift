@@ -1,10 +1,10 @@
 import CourierCore
 import CourierHTTP1
 import CourierPolicies
+import CourierSync
 import CourierTransport
 import Foundation
 import Logging
-import Synchronization
 
 /// What the transport reports of the current exchange (on an event loop): the head, the body,
 /// the end or the failure, each turned into the machine's next event.

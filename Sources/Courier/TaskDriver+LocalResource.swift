@@ -1,8 +1,8 @@
 import CourierPolicies
 import CourierReactor
+import CourierSync
 import Foundation
 import Glibc
-import Synchronization
 
 /// `data:` and `file:` URLs: loaded by the session, not the transport. The load stands in for
 /// an exchange — the machine gets a 200's facts, the sink a plain `URLResponse` (MIME type,

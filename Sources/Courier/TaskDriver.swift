@@ -1,10 +1,10 @@
 import CourierCore
 import CourierHTTP1
 import CourierPolicies
+import CourierSync
 import CourierTransport
 import Foundation
 import Logging
-import Synchronization
 
 /// Carries one task through its exchanges: the thin driver of the session layer
 /// (docs/internals/session.md).

@@ -1,6 +1,6 @@
+import CourierSync
 import CourierTransport
 import Foundation
-import Synchronization
 
 /// Where a task's final response goes: one sink per delivery mode (completion `Data`, async
 /// result, delegate data, download file). The driver decides *what* is delivered — which

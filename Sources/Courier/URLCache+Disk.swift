@@ -1,7 +1,7 @@
 import CourierCore
+import CourierSync
 import Foundation
 import Logging
-import Synchronization
 
 /// The disk side of a ``URLCache``: the work its writer queue does, and opening the store.
 extension URLCache {

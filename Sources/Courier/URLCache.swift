@@ -1,7 +1,7 @@
 import CourierCore
+import CourierSync
 import Foundation
 import Logging
-import Synchronization
 
 // MARK: - URLCache
 

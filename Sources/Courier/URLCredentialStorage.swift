@@ -1,7 +1,7 @@
 import CCourierSQLite
+import CourierSync
 import Foundation
 import Logging
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,5 @@
+import CourierSync
 import Foundation
-import Synchronization
 
 /// What a `URLProtocol` tells the loading system as its load goes: Apple's `URLProtocolClient`.
 /// The session gives each protocol instance its client; every method may be called from any

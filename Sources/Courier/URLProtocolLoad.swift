@@ -1,5 +1,5 @@
+import CourierSync
 import Foundation
-import Synchronization
 
 /// One request loaded by a `URLProtocol` subclass, standing in for an exchange, and the
 /// protocol's client. Client calls are taken one at a time (from whatever thread the protocol

@@ -1,9 +1,9 @@
 import CourierPolicies
 import CourierReactor
+import CourierSync
 import CourierTransport
 import Foundation
 import Logging
-import Synchronization
 
 /// Coordinates a group of tasks: Apple's `URLSession`.
 ///

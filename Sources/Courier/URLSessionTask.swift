@@ -1,5 +1,5 @@
+import CourierSync
 import Foundation
-import Synchronization
 
 /// The value of a byte count not known in advance (`countOfBytesExpectedToReceive` with no
 /// `Content-Length`, say).

@@ -1,9 +1,9 @@
 import CourierCore
 import CourierPolicies
+import CourierSync
 import CourierTransport
 import CourierWebSocket
 import Foundation
-import Synchronization
 
 /// Carries one WebSocket task: the opening handshake as an HTTP/1.1 exchange that asks for an
 /// upgrade, then the connection the 101 hands over, read and written with CourierWebSocket's

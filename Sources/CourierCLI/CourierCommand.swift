@@ -1,7 +1,7 @@
 import ArgumentParser
 import Courier
+import CourierSync
 import Foundation
-import Synchronization
 
 /// `courier`: fetch a URL with Courier's URLSession, in the manner of curl.
 struct CourierCommand: AsyncParsableCommand {

@@ -1,7 +1,7 @@
 import Courier
+import CourierSync
 import Foundation
 import Glibc
-import Synchronization
 
 /// The local demo `courier` runs when given no URL: a small HTTP/1.1 server on 127.0.0.1 and a
 /// handful of requests against it through URLSession.

@@ -1,5 +1,5 @@
+import CourierSync
 import Foundation
-import Synchronization
 
 /// What `-v`, `--trace` and `--trace-ascii` print about a transfer, in curl's formats.
 ///

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Courier
+import CourierSync
 import Foundation
-import Synchronization
 
 /// Where the body goes, written as it arrives: standard output, a file opened before the
 /// request (`-o`), or a file chosen when the response arrives (`-O`, `-J`, `-C -`). Anything

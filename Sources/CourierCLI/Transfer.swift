@@ -1,6 +1,6 @@
 import Courier
+import CourierSync
 import Foundation
-import Synchronization
 
 /// Streams one task's body to a sink, or puts a download task's file where the body goes, and
 /// prints heads as asked; the delegate of its task.

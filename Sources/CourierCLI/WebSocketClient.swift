@@ -1,6 +1,6 @@
 import Courier
+import CourierSync
 import Foundation
-import Synchronization
 
 /// `courier --ws URL`, in the manner of websocat: each line of standard input goes out as a
 /// text message, each message that arrives is written to standard output (text with a newline,

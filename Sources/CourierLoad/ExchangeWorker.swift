@@ -1,7 +1,7 @@
 import CourierCore
+import CourierSync
 import CourierTransport
 import Dispatch
-import Synchronization
 
 /// One connection's share of the load on Courier's transport: a pool of one connection that
 /// keeps `slots` requests going (HTTP/2 streams; one for HTTP/1.1). A completed request starts

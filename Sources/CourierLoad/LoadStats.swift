@@ -1,7 +1,7 @@
+import CourierSync
 import CourierTransport
 import Foundation
 import Histogram
-import Synchronization
 
 /// What one worker counted. Latencies are in nanoseconds, from each request's intended start
 /// (with a rate, `-R`) or from the moment it was sent.

@@ -1,10 +1,10 @@
 import CourierCore
 import CourierHTTP1
 import CourierReactor
+import CourierSync
 import CourierTransport
 import DequeModule
 import Dispatch
-import Synchronization
 
 /// One HTTP/1.1 connection with up to `depth` requests pipelined on it (`-P`, as h2load's `-m`
 /// does for HTTP/1.1): the requests go out back to back without waiting, the responses come

@@ -1,8 +1,8 @@
 import CCourierLinux
+import CourierSync
 import DequeModule
 import Foundation
 import Glibc
-import Synchronization
 
 /// What the reactor reports about a registered file descriptor.
 public struct IOEvents: OptionSet, Sendable {

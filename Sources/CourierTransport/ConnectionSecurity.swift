@@ -1,6 +1,6 @@
+import CourierSync
 import CourierTLS
 import Foundation
-import Synchronization
 
 /// TLS settings of a transport.
 public struct TLSSettings: Sendable {

@@ -1,7 +1,7 @@
 import CourierCore
 import CourierPool
 import CourierReactor
-import Synchronization
+import CourierSync
 
 /// Receives the progress of one exchange. Called on the event loop of the connection carrying
 /// it, one call at a time; keep each call short (copy the bytes, hand work elsewhere).

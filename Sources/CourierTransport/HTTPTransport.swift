@@ -4,7 +4,7 @@ import CourierPool
 import CourierHTTP2
 import CourierReactor
 import CourierTLS
-import Synchronization
+import CourierSync
 
 /// What every pool of a transport shares: loops, resolver, TLS context and session cache,
 /// and the security delegate.

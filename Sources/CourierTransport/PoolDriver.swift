@@ -1,9 +1,9 @@
 import CourierCore
 import CourierPool
 import CourierReactor
+import CourierSync
 import CourierTLS
 import Foundation
-import Synchronization
 
 /// Runs one key's ``PoolStateMachine``: feeds it events under a mutex and carries out the
 /// actions it returns, outside the mutex, on the right event loops.

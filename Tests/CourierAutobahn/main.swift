@@ -17,8 +17,8 @@
 // some cases failed (the server judges), 1 when it gave no case count or did not close
 // /updateReports, 2 for a bad command line.
 import Courier
+import CourierSync
 import Foundation
-import Synchronization
 
 /// The command line.
 struct Options: Sendable {

@@ -17,8 +17,8 @@
 // within the time allowed, 64 on a usage error.
 
 import Courier
+import CourierSync
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc

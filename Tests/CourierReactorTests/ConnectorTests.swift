@@ -1,7 +1,7 @@
 import CourierReactor
+import CourierSync
 import Foundation
 import Glibc
-import Synchronization
 import Testing
 import _CourierTestSupport
 

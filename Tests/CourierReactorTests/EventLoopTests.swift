@@ -1,7 +1,7 @@
 import CourierReactor
+import CourierSync
 import Dispatch
 import Glibc
-import Synchronization
 import Testing
 
 /// A timer's identity, kept on the loop by the timers that refer to each other.

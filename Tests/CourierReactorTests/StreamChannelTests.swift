@@ -1,6 +1,6 @@
 import CourierReactor
+import CourierSync
 import Glibc
-import Synchronization
 import Testing
 import _CourierTestSupport
 

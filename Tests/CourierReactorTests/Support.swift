@@ -1,7 +1,7 @@
 import CourierReactor
+import CourierSync
 import Foundation
 import Glibc
-import Synchronization
 import Testing
 
 // Shared helpers for the reactor tests: recorders that any thread may write, waiting with a

@@ -1,6 +1,6 @@
 @testable import Courier
+import CourierSync
 import Foundation
-import Synchronization
 import Testing
 
 #if canImport(Glibc)

@@ -1,7 +1,7 @@
 @testable import Courier
+import CourierSync
 import CourierTransport
 import Foundation
-import Synchronization
 import Testing
 import _CourierTestSupport
 

@@ -1,6 +1,6 @@
 import Courier
+import CourierSync
 import Foundation
-import Synchronization
 import Testing
 import _CourierTestSupport
 

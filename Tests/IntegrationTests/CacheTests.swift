@@ -1,6 +1,6 @@
 @testable import Courier
+import CourierSync
 import Foundation
-import Synchronization
 import Testing
 import _CourierTestSupport
 
@@ -41,7 +41,7 @@ struct CacheTests {
     @Test("a fresh response is answered from the cache without a request", arguments: Delivery.allCases)
     func freshHit(_ delivery: Delivery) async throws {
         let origin = try server { _, count in
-            AnsweringServer.Answer(headers: [("Cache-Control", "max-age=60"), ("Content-Type", "text/plain")], body: Array("version \(count)".utf8))
+            AnsweringServer.Answer(headers: [("Cache-Control", "max-age=3600"), ("Content-Type", "text/plain")], body: Array("version \(count)".utf8))
         }
         let configuration = configuration()
         let first = await load(URLRequest(url: origin.url("/fresh")), via: delivery, configuration: configuration)
@@ -53,13 +53,13 @@ struct CacheTests {
         #expect(Self.text(first.body) == "version 1", "\(String(describing: first.error))")
         #expect(Self.text(second.body) == "version 1", "\(heldText); first: \(String(describing: first.error)) \(first.record.events)")
         #expect(second.response?.statusCode == 200)
-        #expect(second.response?.value(forHTTPHeaderField: "Cache-Control") == "max-age=60")
+        #expect(second.response?.value(forHTTPHeaderField: "Cache-Control") == "max-age=3600")
         #expect(origin.requests.count == 1)
     }
 
     @Test("the metrics of a hit say localCache; of a load, networkLoad")
     func metricsFetchType() async throws {
-        let origin = try server { _, _ in AnsweringServer.Answer(headers: [("Cache-Control", "max-age=60")], body: Array("x".utf8)) }
+        let origin = try server { _, _ in AnsweringServer.Answer(headers: [("Cache-Control", "max-age=3600")], body: Array("x".utf8)) }
         let configuration = configuration()
         // Through the delegate: its metrics arrive before the completion the load waits for.
         let miss = await load(URLRequest(url: origin.url("/m")), via: .delegate, configuration: configuration)
@@ -70,7 +70,7 @@ struct CacheTests {
 
     @Test("no-store, and a response without freshness or validators, go to the network each time")
     func notStored() async throws {
-        for headers in [[("Cache-Control", "no-store, max-age=60")], [("Cache-Control", "private, no-store")]] {
+        for headers in [[("Cache-Control", "no-store, max-age=3600")], [("Cache-Control", "private, no-store")]] {
             let origin = try server { _, count in AnsweringServer.Answer(headers: headers, body: Array("n\(count)".utf8)) }
             let configuration = configuration()
             _ = await load(URLRequest(url: origin.url("/x")), via: .asyncData, configuration: configuration)
@@ -123,7 +123,7 @@ struct CacheTests {
     @Test("Vary: a stored response answers only requests whose varying fields match")
     func vary() async throws {
         let origin = try server { request, count in
-            AnsweringServer.Answer(headers: [("Cache-Control", "max-age=60"), ("Vary", "Accept-Language")], body: Array("\(request.header("Accept-Language") ?? "-") \(count)".utf8))
+            AnsweringServer.Answer(headers: [("Cache-Control", "max-age=3600"), ("Vary", "Accept-Language")], body: Array("\(request.header("Accept-Language") ?? "-") \(count)".utf8))
         }
         let configuration = configuration()
         func get(_ language: String) async -> String? {
@@ -199,7 +199,7 @@ struct CacheTests {
     @Test("a successful POST invalidates the stored GET of its URL")
     func invalidation() async throws {
         let origin = try server { request, count in
-            AnsweringServer.Answer(headers: [("Cache-Control", "max-age=60")], body: Array("\(request.method) \(count)".utf8))
+            AnsweringServer.Answer(headers: [("Cache-Control", "max-age=3600")], body: Array("\(request.method) \(count)".utf8))
         }
         let configuration = configuration()
         #expect(Self.text(await load(URLRequest(url: origin.url("/item")), via: .asyncData, configuration: configuration).body) == "GET 1")
@@ -213,7 +213,7 @@ struct CacheTests {
 
     @Test("willCacheResponse comes after the data and before the metrics; nil stores nothing, a replacement is stored")
     func willCacheResponse() async throws {
-        let origin = try server { _, count in AnsweringServer.Answer(headers: [("Cache-Control", "max-age=60")], body: Array("w\(count)".utf8)) }
+        let origin = try server { _, count in AnsweringServer.Answer(headers: [("Cache-Control", "max-age=3600")], body: Array("w\(count)".utf8)) }
         let configuration = URLSessionConfiguration.default
         configuration.urlCache = URLCache(memoryCapacity: 1 << 20, diskCapacity: 0, directory: nil)
         let refusing = RedirectRecorder(decideCache: { _ in nil })
@@ -235,7 +235,7 @@ struct CacheTests {
     func staleIfError() async throws {
         let origin = try server { _, count in
             count == 1
-                ? AnsweringServer.Answer(headers: [("Cache-Control", "max-age=0, stale-if-error=60")], body: Array("good".utf8))
+                ? AnsweringServer.Answer(headers: [("Cache-Control", "max-age=0, stale-if-error=3600")], body: Array("good".utf8))
                 : AnsweringServer.Answer(status: 503, reason: "Unavailable", headers: [], body: Array("down".utf8))
         }
         let configuration = configuration()
@@ -267,7 +267,7 @@ struct CacheTests {
                     connection.close()
                     return
                 }
-                connection.respond(headers: [("Cache-Control", "max-age=0, stale-if-error=60"), ("Content-Length", "4")], body: Array("kept".utf8))
+                connection.respond(headers: [("Cache-Control", "max-age=0, stale-if-error=3600"), ("Content-Length", "4")], body: Array("kept".utf8))
             }
         }
         _ = await load(URLRequest(url: dying.url("/d")), via: .asyncData, configuration: configuration)
@@ -279,7 +279,7 @@ struct CacheTests {
     @Test("a 200 to HEAD with the same validator refreshes the stored GET's fields")
     func headRefreshes() async throws {
         let origin = try server { request, count in
-            AnsweringServer.Answer(headers: [("Cache-Control", "max-age=60"), ("ETag", "\"h\""), ("X-Version", "\(count)")], body: request.method == "HEAD" ? [] : Array("body".utf8))
+            AnsweringServer.Answer(headers: [("Cache-Control", "max-age=3600"), ("ETag", "\"h\""), ("X-Version", "\(count)")], body: request.method == "HEAD" ? [] : Array("body".utf8))
         }
         let cache = URLCache(memoryCapacity: 1 << 20, diskCapacity: 0, directory: nil)
         let configuration = configuration(cache)
@@ -294,7 +294,7 @@ struct CacheTests {
 
     @Test("ephemeral sessions keep private caches")
     func privateCaches() async throws {
-        let origin = try server { _, count in AnsweringServer.Answer(headers: [("Cache-Control", "max-age=60")], body: Array("e\(count)".utf8)) }
+        let origin = try server { _, count in AnsweringServer.Answer(headers: [("Cache-Control", "max-age=3600")], body: Array("e\(count)".utf8)) }
         let first = URLSession(configuration: .ephemeral)
         let second = URLSession(configuration: .ephemeral)
         defer {

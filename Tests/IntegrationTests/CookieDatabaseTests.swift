@@ -1,7 +1,7 @@
 @testable import Courier
 import CourierPolicies
+import CourierSync
 import Foundation
-import Synchronization
 import Testing
 
 #if canImport(Glibc)

@@ -1,5 +1,5 @@
+import CourierSync
 import Foundation
-import Synchronization
 import Testing
 import _CourierTestSupport
 

@@ -1,7 +1,7 @@
 import Courier
 import CourierPolicies
+import CourierSync
 import Foundation
-import Synchronization
 import Testing
 import _CourierTestSupport
 

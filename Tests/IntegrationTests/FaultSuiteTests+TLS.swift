@@ -1,8 +1,8 @@
 import Courier
 import CourierCore
+import CourierSync
 import CourierTLS
 import Foundation
-import Synchronization
 import Testing
 import _CourierTestSupport
 

@@ -1,7 +1,7 @@
 import Courier
+import CourierSync
 import Foundation
 import Glibc
-import Synchronization
 import Testing
 import _CourierTestSupport
 

@@ -1,7 +1,7 @@
 import Courier
+import CourierSync
 import Foundation
 import Logging
-import Synchronization
 import Testing
 import _CourierTestSupport
 

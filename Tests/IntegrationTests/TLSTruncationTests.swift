@@ -2,7 +2,7 @@ import CourierCore
 import CourierTLS
 import Courier
 import Foundation
-import Synchronization
+import CourierSync
 import Testing
 import _CourierTestSupport
 

@@ -1,7 +1,7 @@
 import CourierCore
+import CourierSync
 import CourierTransport
 import Foundation
-import Synchronization
 import Testing
 import _CourierTestSupport
 

@@ -1,7 +1,7 @@
 import Courier
+import CourierSync
 import CourierWebSocket
 import Foundation
-import Synchronization
 import Testing
 import _CourierTestSupport
 

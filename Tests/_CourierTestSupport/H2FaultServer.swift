@@ -1,6 +1,6 @@
+import CourierSync
 import Foundation
 import Glibc
-import Synchronization
 
 /// An HTTP/2 peer that breaks the protocol on request, for the HTTP/2 fault suite: cleartext h2
 /// with prior knowledge on 127.0.0.1 (a Python 3 program, standard library only: frames and

@@ -1,6 +1,6 @@
+import CourierSync
 import Foundation
 import Glibc
-import Synchronization
 
 /// httpbin (PyPI `httpbin` 0.10) on 127.0.0.1, served by waitress, run by the test harness and
 /// stopped by PID.

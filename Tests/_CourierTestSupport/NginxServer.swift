@@ -1,6 +1,6 @@
+import CourierSync
 import Foundation
 import Glibc
-import Synchronization
 
 /// nginx on 127.0.0.1, run by the test harness from its own prefix with a generated
 /// configuration, and stopped by PID.

@@ -1,6 +1,6 @@
+import CourierSync
 import Foundation
 import Glibc
-import Synchronization
 
 /// An HTTP/1.1 server on 127.0.0.1 that serves one reproducible body at every path, with what a
 /// resumable download meets on the way: validators, `Accept-Ranges`, `Range` and `If-Range`, and

@@ -1,5 +1,5 @@
+import CourierSync
 import Foundation
-import Synchronization
 
 /// A value carried across threads by a test that orders the accesses itself.
 public struct Unchecked<Value>: @unchecked Sendable {

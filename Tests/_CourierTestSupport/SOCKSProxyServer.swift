@@ -1,6 +1,6 @@
+import CourierSync
 import Foundation
 import Glibc
-import Synchronization
 
 /// A SOCKS5 proxy on 127.0.0.1 (PyPI `pproxy` 2.7), run by the test harness and stopped by PID.
 ///

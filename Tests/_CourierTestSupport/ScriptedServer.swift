@@ -1,6 +1,6 @@
+import CourierSync
 import Foundation
 import Glibc
-import Synchronization
 
 /// A request as the scripted server read it.
 public struct ScriptedRequest: Sendable {

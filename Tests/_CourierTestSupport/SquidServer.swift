@@ -1,6 +1,6 @@
+import CourierSync
 import Foundation
 import Glibc
-import Synchronization
 
 /// squid (Debian's `squid` 5) as a forward HTTP proxy on 127.0.0.1, run by the test harness
 /// with a generated configuration in its own folder of the test run, and stopped by PID.

@@ -1,6 +1,6 @@
+import CourierSync
 import Foundation
 import Glibc
-import Synchronization
 
 /// A TCP peer for `URLSessionStreamTask` tests on 127.0.0.1 (a Python 3 program, standard
 /// library only, one thread per connection), run by the test harness and stopped by PID.

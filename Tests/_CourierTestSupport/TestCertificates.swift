@@ -1,5 +1,5 @@
+import CourierSync
 import Foundation
-import Synchronization
 
 /// A test PKI made with the openssl command-line tool, once per test process: a CA, server
 /// certificates for 127.0.0.1/localhost (good, expired, not yet valid, wrong host, self-signed)

@@ -1,6 +1,6 @@
+import CourierSync
 import Foundation
 import Glibc
-import Synchronization
 
 /// Where test servers keep their files and PID records: `$COURIER_TEST_RUN_DIR` when the test
 /// script sets it (so it can stop leftovers by PID), else a folder under the temporary directory.

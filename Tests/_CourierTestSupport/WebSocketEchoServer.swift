@@ -1,5 +1,5 @@
+import CourierSync
 import Foundation
-import Synchronization
 
 /// A WebSocket server on 127.0.0.1 (PyPI `websockets`), plain and TLS (the test CA's server
 /// certificate), both taking permessage-deflate when offered, and a plain one that never does;

@@ -6,6 +6,10 @@ run_dir="$PWD/.test-run/$(date +%s)-$$"
 mkdir -p "$run_dir"
 export COURIER_TEST_RUN_DIR="$run_dir"
 export XDG_DATA_HOME="$run_dir/xdg-data" XDG_CACHE_HOME="$run_dir/xdg-cache"
+# At most 16 tests at once. Unbounded, Swift Testing starts every test of the suite together;
+# on 2 loaded cores (CI, or a sanitizer's slowdown) some then waited minutes for a turn, and a
+# keep-alive connection outlived its 60 s idle time between two requests of one test.
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-16}"
 
 stop_leftovers() {
   find "$run_dir" -name server.pid 2>/dev/null | while read -r pidfile; do

@@ -103,4 +103,20 @@ int courier_eai_addrfamily(void);
 /// Size in bytes of one epoll event, for allocating event arrays from Swift.
 static inline size_t courier_epoll_event_size(void) { return sizeof(struct epoll_event); }
 
+/// ThreadSanitizer's annotations, declared weak: both are null unless the program was linked
+/// with ThreadSanitizer's runtime (`-sanitize=thread`), and then they tell it that a release on
+/// `address` happens before every later acquire on it.
+extern void __tsan_acquire(void *address) __attribute__((weak));
+extern void __tsan_release(void *address) __attribute__((weak));
+
+/// After taking a lock: its holder sees what the previous holder wrote (for ThreadSanitizer).
+static inline void courier_tsan_acquire(void *address) {
+    if (__tsan_acquire) __tsan_acquire(address);
+}
+
+/// Before giving a lock up (for ThreadSanitizer).
+static inline void courier_tsan_release(void *address) {
+    if (__tsan_release) __tsan_release(address);
+}
+
 #endif
