@@ -159,7 +159,7 @@ let package = Package(
         .testTarget(name: "CourierReactorTests", dependencies: ["CourierReactor", "CourierSync", "_CourierTestSupport"]),
         .testTarget(name: "CourierTests", dependencies: ["Courier", "CourierSync", "_CourierTestSupport"]),
         .testTarget(name: "CourierWebSocketTests", dependencies: ["CourierWebSocket", "_CourierTestSupport"]),
-        .testTarget(name: "CourierTransportTests", dependencies: ["CourierTransport", "CourierCore", "_CourierTestSupport"]),
+        .testTarget(name: "CourierTransportTests", dependencies: ["CourierTransport", "CourierCore", "CourierReactor", "CourierSync", "_CourierTestSupport"]),
         // A writer of the cookie store that the crash test kills mid-transaction (debug builds
         // only: it imports Courier's internals with @testable).
         // The soak (scripts/soak.sh): one session, many requests, rate and memory per tenth.

@@ -12,7 +12,12 @@ import CourierCore
 public final class HTTP2ClientSession {
     /// Per-stream bookkeeping for the response.
     struct StreamState {
-        var fields: [(name: String, value: String)] = []
+        /// The header block being received: its regular fields, names already in canonical
+        /// case, laid out for ``HTTPFields/init(validatedStorage:locations:)``.
+        var fieldBytes: [UInt8] = []
+        var fieldLocations: [HTTPFields.Location] = []
+        /// The block's `:status`, when it had one.
+        var status: Int?
         var headerBytes = 0
         var headDelivered = false
         var endStreamReceived = false
@@ -124,27 +129,44 @@ public final class HTTP2ClientSession {
         } catch {
             throw .invalidRequest(error)
         }
-        var pairs: [(String, String)] = [
-            (":method", head.method.rawValue), (":scheme", head.scheme),
-            (":authority", head.authority), (":path", head.target),
+        // One buffer holds every name and value (names lower-cased), sized up front; the nv
+        // array points into it. Nothing here makes a String per field.
+        let pseudo: [(StaticString, String)] = [
+            (":method", head.method.rawValue), (":scheme", head.scheme), (":authority", head.authority), (":path", head.target),
         ]
-        head.fields.forEachField { name, value in
-            let lower = String(decoding: name.map(HTTPFieldValidation.lowercased), as: UTF8.self)
-            if Self.droppedFields.contains(lower) { return }
-            let text = String(decoding: value, as: UTF8.self)
-            if lower == "te" && text.lowercased() != "trailers" { return }
-            pairs.append((lower, text))
-        }
-        if case .known(let length) = body { pairs.append(("content-length", String(length))) }
-
-        // One buffer holds every name and value; the nv array points into it.
+        var length: String?
+        if case .known(let count) = body { length = String(count) }
+        var capacity = 32
+        for (name, value) in pseudo { capacity += name.utf8CodeUnitCount + value.utf8.count }
+        head.fields.forEachField { name, value in capacity += name.count + value.count }
+        capacity += length.map { 14 + $0.utf8.count } ?? 0
         var storage: [UInt8] = []
+        storage.reserveCapacity(capacity)
         var ranges: [(Range<Int>, Range<Int>)] = []
-        for (name, value) in pairs {
+        ranges.reserveCapacity(pseudo.count + head.fields.count + 1)
+        for (name, value) in pseudo {
             let nameStart = storage.count
-            storage += name.utf8
+            storage.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
             let valueStart = storage.count
-            storage += value.utf8
+            storage.append(contentsOf: value.utf8)
+            ranges.append((nameStart..<valueStart, valueStart..<storage.count))
+        }
+        head.fields.forEachField { name, value in
+            guard let kept = Self.keptName(name, value: value) else { return }
+            let nameStart = storage.count
+            storage.append(contentsOf: name)
+            if kept == .lowerCased {
+                for index in nameStart..<storage.count { storage[index] = HTTPFieldValidation.lowercased(storage[index]) }
+            }
+            let valueStart = storage.count
+            storage.append(contentsOf: value)
+            ranges.append((nameStart..<valueStart, valueStart..<storage.count))
+        }
+        if let length {
+            let nameStart = storage.count
+            storage.append(contentsOf: "content-length".utf8)
+            let valueStart = storage.count
+            storage.append(contentsOf: length.utf8)
             ranges.append((nameStart..<valueStart, valueStart..<storage.count))
         }
         var provider = courier_nghttp2_data_provider(readBodyCallback)
@@ -203,16 +225,52 @@ public final class HTTP2ClientSession {
         _ = nghttp2_session_terminate_session(session, HTTP2ErrorCode.noError)
     }
 
-    static let droppedFields: Set<String> = [
+    /// Request fields that HTTP/2 does not carry (RFC 9113 section 8.2.2, and `host`, which
+    /// `:authority` replaces), lower-case; `content-length` is written from the body's length.
+    static let droppedFields: [[UInt8]] = [
         "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "host", "content-length",
-    ]
+    ].map { Array($0.utf8) }
+
+    /// How a request field's name goes on the wire.
+    enum KeptName {
+        case asIs
+        case lowerCased
+    }
+
+    /// Whether a request field is sent, and whether its name needs lower-casing: nil for the
+    /// fields in ``droppedFields`` and for a `te` other than `trailers`.
+    static func keptName(_ name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> KeptName? {
+        var hasUpper = false
+        for byte in name where byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") {
+            hasUpper = true
+            break
+        }
+        func named(_ candidate: [UInt8]) -> Bool {
+            candidate.count == name.count && zip(candidate, name).allSatisfy { $0 == HTTPFieldValidation.lowercased($1) }
+        }
+        if droppedFields.contains(where: named) { return nil }
+        if named(teName) && !(value.count == 8 && zip(trailersValue, value).allSatisfy { $0 == HTTPFieldValidation.lowercased($1) }) {
+            return nil
+        }
+        return hasUpper ? .lowerCased : .asIs
+    }
+
+    static let teName = Array("te".utf8)
+    static let trailersValue = Array("trailers".utf8)
 
     // MARK: Callback bodies
 
     func beginHeaders(_ streamID: Int32) {
-        streams[streamID]?.fields.removeAll(keepingCapacity: true)
+        streams[streamID]?.fieldBytes.removeAll(keepingCapacity: true)
+        streams[streamID]?.fieldLocations.removeAll(keepingCapacity: true)
+        streams[streamID]?.status = nil
         streams[streamID]?.headerBytes = 0
     }
+
+    /// Room a header block's fields get at once, so that a typical response head is collected
+    /// with one allocation for its bytes and one for its locations.
+    static let typicalHeadBytes = 512
+    static let typicalHeadFields = 16
 
     /// Returns false to reset the stream (header list too large).
     func header(_ streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
@@ -223,8 +281,35 @@ public final class HTTP2ClientSession {
             streams[streamID]!.headerListTooLarge = true
             return false
         }
-        streams[streamID]!.fields.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
+        if name.first == UInt8(ascii: ":") {
+            // nghttp2 has checked the pseudo-fields: only :status reaches a client.
+            if name.elementsEqual(":status".utf8) { streams[streamID]!.status = Self.decimal(value) }
+            return true
+        }
+        Self.appendField(name: name, value: value, to: &streams[streamID]!)
         return true
+    }
+
+    /// Adds a regular field to the block being collected, its name in canonical case.
+    private static func appendField(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, to state: inout StreamState) {
+        if state.fieldBytes.capacity == 0 { state.fieldBytes.reserveCapacity(typicalHeadBytes) }
+        if state.fieldLocations.capacity == 0 { state.fieldLocations.reserveCapacity(typicalHeadFields) }
+        let nameStart = state.fieldBytes.count
+        appendCanonicalName(name, to: &state.fieldBytes)
+        let valueStart = state.fieldBytes.count
+        state.fieldBytes.append(contentsOf: value)
+        state.fieldLocations.append(HTTPFields.Location(name: nameStart..<valueStart, value: valueStart..<state.fieldBytes.count))
+    }
+
+    /// The value of a `:status` field, or nil when it is not a decimal number.
+    static func decimal(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+        guard !bytes.isEmpty, bytes.count <= 9 else { return nil }
+        var value = 0
+        for byte in bytes {
+            guard byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return value
     }
 
     func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) {
@@ -236,10 +321,14 @@ public final class HTTP2ClientSession {
         case Int(NGHTTP2_HEADERS.rawValue):
             guard var state = streams[streamID] else { return }
             if endStream { state.endStreamReceived = true }
-            let fields = state.fields
-            state.fields = []
+            // The collected block moves into the head or trailers whole, without a copy.
+            let fields = HTTPFields(validatedStorage: state.fieldBytes, locations: state.fieldLocations)
+            let status = state.status
+            state.fieldBytes = []
+            state.fieldLocations = []
+            state.status = nil
             streams[streamID] = state
-            headerBlockComplete(streamID, fields, hadHead: state.headDelivered)
+            headerBlockComplete(streamID, fields, status: status, hadHead: state.headDelivered)
         case Int(NGHTTP2_DATA.rawValue):
             if endStream { streams[streamID]?.endStreamReceived = true }
         case Int(NGHTTP2_RST_STREAM.rawValue):
@@ -263,12 +352,10 @@ public final class HTTP2ClientSession {
     }
 
     /// A complete header block: an interim or the final response head, or trailers.
-    private func headerBlockComplete(_ streamID: Int32, _ fields: [(name: String, value: String)], hadHead: Bool) {
-        if let status = fields.first(where: { $0.name == ":status" }).flatMap({ Int($0.value) }) {
+    private func headerBlockComplete(_ streamID: Int32, _ fields: HTTPFields, status: Int?, hadHead: Bool) {
+        if let status {
             var head = HTTPResponseHead(version: .http2, status: status)
-            for (name, value) in fields where !name.hasPrefix(":") {
-                head.fields.append(name: Self.canonicalName(name), value: value)
-            }
+            head.fields = fields
             if (100..<200).contains(status) {
                 delegate?.http2Stream(streamID, didReceiveInformationalHead: head)
                 return
@@ -276,11 +363,7 @@ public final class HTTP2ClientSession {
             streams[streamID]?.headDelivered = true
             delegate?.http2Stream(streamID, didReceiveHead: head)
         } else if hadHead {
-            var trailers = HTTPFields()
-            for (name, value) in fields where !name.hasPrefix(":") {
-                trailers.append(name: Self.canonicalName(name), value: value)
-            }
-            delegate?.http2Stream(streamID, didReceiveTrailers: trailers)
+            delegate?.http2Stream(streamID, didReceiveTrailers: fields)
         }
     }
 
@@ -320,19 +403,14 @@ public final class HTTP2ClientSession {
         }
     }
 
-    /// "content-type" → "Content-Type": HTTP/2 names are lower case on the wire, but responses
-    /// should look the same to users whatever the protocol.
-    static func canonicalName(_ name: String) -> String {
-        // Byte by byte: field names are tokens (ASCII), and this runs for every field.
-        String(unsafeUninitializedCapacity: name.utf8.count) { buffer in
-            var upper = true
-            var count = 0
-            for byte in name.utf8 {
-                buffer[count] = upper && byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") ? byte - 32 : byte
-                upper = byte == UInt8(ascii: "-")
-                count += 1
-            }
-            return count
+    /// Appends `name` in canonical case, "content-type" → "Content-Type": HTTP/2 names are
+    /// lower case on the wire, but responses should look the same to users whatever the
+    /// protocol. Byte by byte: field names are tokens (ASCII), and this runs for every field.
+    static func appendCanonicalName(_ name: some Sequence<UInt8>, to bytes: inout [UInt8]) {
+        var upper = true
+        for byte in name {
+            bytes.append(upper && byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") ? byte - 32 : byte)
+            upper = byte == UInt8(ascii: "-")
         }
     }
 }

@@ -56,7 +56,11 @@ final class HTTP1Connection: TransportStreamDelegate {
     private var timeoutTimer: TimerID?
     /// When `timeoutTimer` fires; kept for the next exchange whose timeout is no earlier.
     private var timeoutTimerFires: ContinuousClock.Instant?
-    private var poolIdleTimer: TimerID?
+    /// The pool's idle timer, kept across exchanges (see ``IdleTimer``).
+    private lazy var poolIdleTimer = IdleTimer(loop: loop) { [weak self] in
+        guard let self else { return }
+        pool?.idleTimeoutFired(id)
+    }
     private(set) var isClosed = false
     let establishedAt: ContinuousClock.Instant
     let connectTimings: ConnectTimings
@@ -433,7 +437,7 @@ final class HTTP1Connection: TransportStreamDelegate {
         active = nil
         isClosed = true
         cancelTimeout()
-        cancelPoolIdleTimer()
+        poolIdleTimer.cancel()
         var bytes = leftover
         if !stash.isEmpty {
             bytes += stash.readableBytesArray()
@@ -457,7 +461,7 @@ final class HTTP1Connection: TransportStreamDelegate {
 
     private func closeAndTellPool() {
         cancelTimeout()
-        cancelPoolIdleTimer()
+        poolIdleTimer.cancel()
         stream.close()
         pool?.connectionClosed(id)
         pool = nil
@@ -505,17 +509,11 @@ final class HTTP1Connection: TransportStreamDelegate {
 
     /// Starts the pool's idle timer for this connection.
     func schedulePoolIdleTimer(_ delay: Duration) {
-        cancelPoolIdleTimer()
-        poolIdleTimer = loop.scheduleTimer(after: delay) { [weak self] in
-            guard let self else { return }
-            poolIdleTimer = nil
-            pool?.idleTimeoutFired(id)
-        }
+        poolIdleTimer.start(after: delay)
     }
 
     func cancelPoolIdleTimer() {
-        if let poolIdleTimer { loop.cancelTimer(poolIdleTimer) }
-        poolIdleTimer = nil
+        poolIdleTimer.stop()
     }
 
     // MARK: Request body

@@ -67,8 +67,13 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     private var outgoing = ByteBuffer()
     private var streamsCarried = 0
     private(set) var isClosed = false
-    private var poolIdleTimer: TimerID?
-    private var pingTimer: TimerID?
+    /// The pool's idle timer, kept across streams (see ``IdleTimer``).
+    private lazy var poolIdleTimer = IdleTimer(loop: loop) { [weak self] in
+        guard let self else { return }
+        pool?.idleTimeoutFired(id)
+    }
+    /// While idle, a PING every ``idlePingInterval``; kept across streams too.
+    private lazy var pingTimer = IdleTimer(loop: loop) { [weak self] in self?.pingWhileIdle() }
     private var awaitingPing = false
     private let connectTimings: ConnectTimings
     /// Streams assumed allowed until the server's SETTINGS say otherwise (RFC 9113 section
@@ -471,7 +476,8 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     }
 
     private func closeAndTellPool() {
-        cancelPoolIdleTimer()
+        poolIdleTimer.cancel()
+        pingTimer.cancel()
         stream.close()
         pool?.connectionClosed(id)
         pool = nil
@@ -511,36 +517,28 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     }
 
     func schedulePoolIdleTimer(_ delay: Duration) {
-        cancelPoolIdleTimer()
-        poolIdleTimer = loop.scheduleTimer(after: delay) { [weak self] in
-            guard let self else { return }
-            poolIdleTimer = nil
-            pool?.idleTimeoutFired(id)
-        }
-        schedulePing()
+        poolIdleTimer.start(after: delay)
+        pingTimer.start(after: Self.idlePingInterval)
     }
 
     func cancelPoolIdleTimer() {
-        if let poolIdleTimer { loop.cancelTimer(poolIdleTimer) }
-        poolIdleTimer = nil
-        if let pingTimer { loop.cancelTimer(pingTimer) }
-        pingTimer = nil
+        poolIdleTimer.stop()
+        pingTimer.stop()
         awaitingPing = false
     }
 
-    /// While idle, PING now and then; no answer by the next PING means the peer is gone.
-    private func schedulePing() {
-        pingTimer = loop.scheduleTimer(after: Self.idlePingInterval) { [weak self] in
-            guard let self, !isClosed, streams.isEmpty else { return }
-            if awaitingPing {
-                close()
-                return
-            }
-            awaitingPing = true
-            session.ping()
-            flush()
-            schedulePing()
+    /// Idle for a ping interval: PING now and then; no answer by the next PING means the peer
+    /// is gone.
+    private func pingWhileIdle() {
+        guard !isClosed, streams.isEmpty else { return }
+        if awaitingPing {
+            close()
+            return
         }
+        awaitingPing = true
+        session.ping()
+        flush()
+        pingTimer.start(after: Self.idlePingInterval)
     }
 }
 

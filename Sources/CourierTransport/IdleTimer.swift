@@ -1,0 +1,71 @@
+import CourierReactor
+
+/// A timer for "this connection has been idle for so long" that a busy connection does not
+/// cancel and make anew on every exchange.
+///
+/// A keep-alive connection goes idle and busy again once a request: scheduling a loop timer at
+/// each idle start and cancelling it at each busy start cost two allocations a request (the
+/// timer and its closure) and two heap operations. Here ``start(after:)`` only moves the due
+/// time when a timer already armed fires no later, and ``stop()`` only forgets the due time.
+/// A timer that fires early re-arms itself for the rest, one that fires while the connection
+/// is busy does nothing, and `onExpiry` runs only once the connection has been idle for the
+/// whole delay. Loop thread only.
+final class IdleTimer {
+    private let loop: EventLoop
+    private let onExpiry: () -> Void
+    private var timer: TimerID?
+    /// When the armed timer fires.
+    private var firesAt: ContinuousClock.Instant?
+    /// When the current idle period has lasted the whole delay; nil while busy.
+    private var due: ContinuousClock.Instant?
+
+    /// `onExpiry` runs on `loop` once the connection has been idle for the whole delay.
+    init(loop: EventLoop, onExpiry: @escaping () -> Void) {
+        self.loop = loop
+        self.onExpiry = onExpiry
+    }
+
+    /// The connection is idle from now: `onExpiry` runs after `delay` unless ``stop()`` comes
+    /// first.
+    func start(after delay: Duration) {
+        let due = ContinuousClock.now + delay
+        self.due = due
+        if timer != nil, let firesAt, firesAt <= due { return }
+        cancelArmed()
+        arm(at: due)
+    }
+
+    /// The connection is busy: the idle period ends. The armed timer stays, to be reused.
+    func stop() {
+        due = nil
+    }
+
+    /// Stops for good (the connection closes): the armed timer goes too.
+    func cancel() {
+        due = nil
+        cancelArmed()
+    }
+
+    private func arm(at instant: ContinuousClock.Instant) {
+        firesAt = instant
+        timer = loop.scheduleTimer(at: instant) { [weak self] in self?.fired() }
+    }
+
+    private func cancelArmed() {
+        if let timer { loop.cancelTimer(timer) }
+        timer = nil
+        firesAt = nil
+    }
+
+    private func fired() {
+        timer = nil
+        firesAt = nil
+        guard let due else { return }
+        if ContinuousClock.now >= due {
+            self.due = nil
+            onExpiry()
+        } else {
+            arm(at: due)
+        }
+    }
+}
