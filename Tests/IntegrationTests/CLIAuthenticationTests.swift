@@ -5,6 +5,7 @@ import _CourierTestSupport
 /// Runs the `courier` executable built next to the test bundle; nil when it is not there.
 /// With `environment`, the child gets the parent's environment less every `*_proxy`/`*_PROXY`
 /// variable, plus these (the test process never changes its own: tests run in parallel in it).
+/// Either way its `TMPDIR` is ``TestRun/childTemporaryDirectory`` unless `environment` names one.
 /// `input` is the child's standard input (empty when nil).
 func runCourier(_ arguments: [String], environment: [String: String]? = nil, directory workingDirectory: URL? = nil, input: Data? = nil, program: String = "courier") throws -> (status: Int32, stdout: String, stderr: String)? {
     let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
@@ -14,11 +15,13 @@ func runCourier(_ arguments: [String], environment: [String: String]? = nil, dir
     process.executableURL = executable
     process.arguments = arguments
     if let workingDirectory { process.currentDirectoryURL = workingDirectory }
+    var variables = ProcessInfo.processInfo.environment
     if let environment {
-        var variables = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
-        variables.merge(environment) { _, given in given }
-        process.environment = variables
+        variables = variables.filter { !$0.key.lowercased().hasSuffix("_proxy") }
     }
+    variables["TMPDIR"] = TestRun.childTemporaryDirectory.path
+    variables.merge(environment ?? [:]) { _, given in given }
+    process.environment = variables
     let out = Pipe()
     let err = Pipe()
     process.standardOutput = out

@@ -221,6 +221,7 @@ struct CLIDifferentialTests {
         process.currentDirectoryURL = directory
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
         environment["HOME"] = directory.path
+        environment["TMPDIR"] = TestRun.childTemporaryDirectory.path
         process.environment = environment
         let out = Pipe()
         let err = Pipe()

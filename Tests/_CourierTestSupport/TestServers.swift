@@ -12,6 +12,11 @@ public enum TestRun {
         return base
     }()
 
+    /// The temporary directory (`TMPDIR`) of the programs the tests run, such as `courier`: a
+    /// download file of theirs (`courier -o` downloads through a download task) then never
+    /// shows among this process's own, which the tests behind ``DownloadFilesLock`` compare.
+    public static let childTemporaryDirectory: URL = makeDirectory("child-tmp")
+
     /// A fresh folder for one server.
     public static func makeDirectory(_ name: String) -> URL {
         let url = directory.appendingPathComponent("\(name)-\(getpid())-\(UUID().uuidString.prefix(8))")
