@@ -108,7 +108,25 @@ public struct HTTPFields: Sendable, Equatable {
 
     /// The index of the first field called `name`, or nil.
     public func firstIndex(of name: String) -> Int? {
-        locations.firstIndex { nameMatches($0, name) }
+        // The name's bytes and the storage are borrowed once for the whole scan, not per field.
+        var name = name
+        return name.withUTF8 { candidate in
+            storage.withUnsafeBufferPointer { bytes in
+                locations.firstIndex { Self.nameMatches(bytes, $0, candidate) }
+            }
+        }
+    }
+
+    /// True when the name at `location` in `bytes` is `candidate`, ignoring ASCII case.
+    @inline(__always)
+    static func nameMatches(_ bytes: UnsafeBufferPointer<UInt8>, _ location: Location, _ candidate: UnsafeBufferPointer<UInt8>) -> Bool {
+        let start = Int(location.nameStart)
+        guard Int(location.nameEnd) - start == candidate.count else { return false }
+        for index in 0..<candidate.count
+        where HTTPFieldValidation.lowercased(candidate[index]) != HTTPFieldValidation.lowercased(bytes[start + index]) {
+            return false
+        }
+        return true
     }
 
     /// Makes room for `fields` more fields holding `bytes` more bytes of names and values, so

@@ -1,7 +1,10 @@
+import DequeModule
+
 /// The shared rules: leasing, dialing, idling and backoff.
 extension PoolStateMachine {
     /// Leases an available connection to `request`: an HTTP/2 connection with a free stream
     /// first, else the most recently used idle HTTP/1 connection.
+    @inlinable
     mutating func leaseAvailable(to request: PoolRequestID) -> (PoolConnectionID, [Action])? {
         // The lowest-numbered HTTP/2 connection with a free stream (a scan, not a sort: this
         // runs for every request).
@@ -28,6 +31,7 @@ extension PoolStateMachine {
     }
 
     /// Gives waiting requests to an HTTP/2 connection's free streams.
+    @inlinable
     mutating func assignWaiters(toHTTP2 id: PoolConnectionID, includingRetries: Bool) -> [Action] {
         var actions: [Action] = []
         while case .http2(let active, let maxStreams, false) = connections[id], active < maxStreams,
@@ -42,6 +46,7 @@ extension PoolStateMachine {
     /// True when some connection can still serve the waiters: one being dialed, an HTTP/1
     /// connection carrying a request (it will be released), or an HTTP/2 connection that is
     /// not draining. Idle connections do not count: a waiter they could serve would have them.
+    @inlinable
     var hasLiveConnection: Bool {
         connections.values.contains { state in
             switch state {
@@ -53,6 +58,7 @@ extension PoolStateMachine {
     }
 
     /// Dials as many connections as the waiters need, within the limit.
+    @inlinable
     mutating func dialIfNeeded() -> [Action] {
         guard !shuttingDown, !waiters.isEmpty else { return [] }
         let pending = connections.values.filter { $0 == .connecting || $0 == .backingOff }.count
@@ -74,6 +80,7 @@ extension PoolStateMachine {
     }
 
     /// A connection has nothing to do: start its idle timer and keep the idle set bounded.
+    @inlinable
     mutating func becameIdle(_ id: PoolConnectionID) -> [Action] {
         idleOrder.append(id)
         var actions: [Action] = [.scheduleIdleTimer(id, configuration.idleTimeout)]
@@ -89,6 +96,7 @@ extension PoolStateMachine {
     }
 
     /// With nobody waiting, slots backing off are no longer needed.
+    @inlinable
     mutating func dropUnneededBackoff() -> [Action] {
         guard waiters.isEmpty else { return [] }
         var actions: [Action] = []
@@ -101,11 +109,13 @@ extension PoolStateMachine {
 
     /// The slots backing off, in identifier order (usually none: the filter runs first, so
     /// the common case sorts nothing).
+    @inlinable
     func backingOffSlots() -> [PoolConnectionID] {
         connections.compactMap { $0.value == .backingOff ? $0.key : nil }.sorted()
     }
 
     /// Bounded exponential backoff: initial × 2^(failures − 1), at most `maxBackoff`.
+    @inlinable
     func backoffDelay() -> Duration {
         var delay = configuration.initialBackoff
         var failures = consecutiveDialFailures
@@ -116,6 +126,7 @@ extension PoolStateMachine {
         return min(delay, configuration.maxBackoff)
     }
 
+    @inlinable
     mutating func shutdownCompleteIfDone() -> [Action] {
         guard shuttingDown, connections.isEmpty, waiters.isEmpty, !shutdownReported else { return [] }
         shutdownReported = true
@@ -124,6 +135,7 @@ extension PoolStateMachine {
 }
 
 extension PoolStateMachine.Connection {
+    @inlinable
     var isEstablished: Bool {
         switch self {
         case .http1Idle, .http1Leased, .http2: return true
