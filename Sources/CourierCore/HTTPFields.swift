@@ -207,18 +207,9 @@ public struct HTTPFields: Sendable, Equatable {
 
     @usableFromInline
     func nameMatches(_ location: Location, _ name: String) -> Bool {
-        let range = location.name
         var name = name
         return name.withUTF8 { candidate in
-            guard candidate.count == range.count else { return false }
-            var offset = range.lowerBound
-            for byte in candidate {
-                if HTTPFieldValidation.lowercased(byte) != HTTPFieldValidation.lowercased(storage[offset]) {
-                    return false
-                }
-                offset += 1
-            }
-            return true
+            storage.withUnsafeBufferPointer { Self.nameMatches($0, location, candidate) }
         }
     }
 
