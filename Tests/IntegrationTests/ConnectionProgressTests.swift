@@ -25,6 +25,13 @@ struct ConnectionProgressTests {
         }
     }
 
+    /// Waits until the progress already queued for the delegate has been delivered. An async
+    /// load returns without waiting for its delegate queue: under load the "failed" step of a
+    /// refused connect was still queued when `data(from:)` threw.
+    static func drain(_ queue: OperationQueue) async {
+        await withCheckedContinuation { continuation in queue.addOperation { continuation.resume() } }
+    }
+
     @Test func newThenReusedTLSConnection() async throws {
         let nginx = try NginxServer.shared()
         let port = try #require(nginx.tlsPorts["good"])
@@ -32,6 +39,7 @@ struct ConnectionProgressTests {
         let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         _ = try await session.data(for: URLRequest(url: nginx.tlsURL("good", "/files/hello.txt")))
+        await Self.drain(session.delegateQueue)
         let events = recorder.events.withLock { $0 }
         // The async call's task: its own identifier, whatever it is.
         let id = try #require(events.first?.split(separator: " ").first.map(String.init))
@@ -42,6 +50,7 @@ struct ConnectionProgressTests {
         #expect(Array(mine.dropFirst(2)) == ["secured true true h2", "sent false h2"])
 
         _ = try await session.data(for: URLRequest(url: nginx.tlsURL("good", "/files/100.bin")))
+        await Self.drain(session.delegateQueue)
         let second = recorder.events.withLock { $0 }.dropFirst(events.count).map { $0.split(separator: " ").dropFirst().joined(separator: " ") }
         #expect(second == ["sent true h2"])
     }
@@ -52,6 +61,7 @@ struct ConnectionProgressTests {
         let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         await #expect(throws: URLError.self) { _ = try await session.data(from: URL(string: "http://127.0.0.1:\(port)/")!) }
+        await Self.drain(session.delegateQueue)
         let events = recorder.events.withLock { $0 }.map { $0.split(separator: " ").dropFirst().joined(separator: " ") }
         #expect(events == ["trying 127.0.0.1:\(port)", "failed 127.0.0.1:\(port) \(String(cString: strerror(ECONNREFUSED)))"])
     }
