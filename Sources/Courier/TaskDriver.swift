@@ -71,7 +71,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         var transactions: [URLSessionTaskTransactionMetrics] = []
         var startDate = Date()
         /// When the whole task must be over (the resource timeout), fixed at the first hop.
-        var deadline: ContinuousClock.Instant?
+        @PackedInstant var deadline: ContinuousClock.Instant?
         var suspended = false
         var awaitingDisposition = false
         /// What the exchange was last told: paused or not.

@@ -3,19 +3,23 @@ import CourierReactor
 
 /// What the transport observed while carrying one request over one connection; the raw
 /// material of `URLSessionTaskTransactionMetrics`.
+///
+/// Its instants are ``PackedInstant``s: the struct is copied a few times an exchange (into the
+/// connection's record of it, into the completion, to the task), and eleven
+/// `ContinuousClock.Instant?` made each copy and destruction a chain of value-witness calls.
 public struct ExchangeMetrics: Sendable {
     /// When the exchange was handed to the transport.
-    public var fetchStart: ContinuousClock.Instant?
-    public var domainLookupStart: ContinuousClock.Instant?
-    public var domainLookupEnd: ContinuousClock.Instant?
-    public var connectStart: ContinuousClock.Instant?
-    public var connectEnd: ContinuousClock.Instant?
-    public var secureConnectionStart: ContinuousClock.Instant?
-    public var secureConnectionEnd: ContinuousClock.Instant?
-    public var requestStart: ContinuousClock.Instant?
-    public var requestEnd: ContinuousClock.Instant?
-    public var responseStart: ContinuousClock.Instant?
-    public var responseEnd: ContinuousClock.Instant?
+    @PackedInstant public var fetchStart: ContinuousClock.Instant?
+    @PackedInstant public var domainLookupStart: ContinuousClock.Instant?
+    @PackedInstant public var domainLookupEnd: ContinuousClock.Instant?
+    @PackedInstant public var connectStart: ContinuousClock.Instant?
+    @PackedInstant public var connectEnd: ContinuousClock.Instant?
+    @PackedInstant public var secureConnectionStart: ContinuousClock.Instant?
+    @PackedInstant public var secureConnectionEnd: ContinuousClock.Instant?
+    @PackedInstant public var requestStart: ContinuousClock.Instant?
+    @PackedInstant public var requestEnd: ContinuousClock.Instant?
+    @PackedInstant public var responseStart: ContinuousClock.Instant?
+    @PackedInstant public var responseEnd: ContinuousClock.Instant?
     /// "http/1.1" or "h2".
     public var networkProtocolName: String?
     /// True when the connection had carried an earlier request.
@@ -37,4 +41,33 @@ public struct ExchangeMetrics: Sendable {
     public var responseBodyBytesReceived: Int64 = 0
 
     public init() {}
+}
+
+/// A `ContinuousClock.Instant?` stored as its offset from a fixed instant of the process.
+///
+/// `ContinuousClock.Instant` is a resilient type of the standard library: its layout is not
+/// known where it is used, so a struct holding one is copied and destroyed through the
+/// runtime's value witnesses, field by field. A `Duration` is frozen (two integers), and
+/// `Duration?` copies as plain bytes. Converting costs a call per read or write, and a
+/// timestamp is read and written far less often than the struct holding it is copied. The
+/// conversion is exact: an instant is a `Duration` inside.
+@propertyWrapper
+public struct PackedInstant: Sendable {
+    /// The instant the offsets count from, read once per process.
+    private static let origin = ContinuousClock.now
+
+    private var offset: Duration?
+
+    public init() {
+        offset = nil
+    }
+
+    public init(wrappedValue: ContinuousClock.Instant?) {
+        offset = wrappedValue.map { Self.origin.duration(to: $0) }
+    }
+
+    public var wrappedValue: ContinuousClock.Instant? {
+        get { offset.map { Self.origin.advanced(by: $0) } }
+        set { offset = newValue.map { Self.origin.duration(to: $0) } }
+    }
 }

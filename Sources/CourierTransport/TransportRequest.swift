@@ -96,7 +96,7 @@ public struct TransportRequest: Sendable {
     /// Longest silence (no byte sent or received) before the request fails as timed out.
     public var idleTimeout: Duration
     /// When the whole transfer must be over (the resource timeout); nil for none.
-    public var deadline: ContinuousClock.Instant?
+    @PackedInstant public var deadline: ContinuousClock.Instant?
     /// Whether to record the timings of ``ExchangeMetrics`` (addresses and counts are always
     /// recorded). Off saves a clock read per step when nobody will look at them.
     public var collectsTimings = true
