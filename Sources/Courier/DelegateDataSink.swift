@@ -134,17 +134,24 @@ final class DelegateDataSink: TaskSink {
     }
 
     /// Queues the `didReceive data` call for the bytes pending, unless it is queued already.
+    ///
+    /// The batch is marked and the call queued under one hold of the lock: the disposition
+    /// (on the delegate queue) and the end of the body (on the loop or the protocol thread)
+    /// may both get here, and the one that finds the batch queued goes on to queue the
+    /// completion, which must not overtake the data call.
     private func queueDelivery(_ delegate: any URLSessionDataDelegate, _ dataTask: URLSessionDataTask, _ driver: TaskDriver) {
-        guard pending.withLock({ $0.batch.markQueued() }) else { return }
         let session = driver.session
-        driver.enqueue { [self] in
-            let data = pending.withLock { pending -> Data in
-                pending.batch.close()
-                defer { pending.data = Data() }
-                return pending.data
+        pending.withLock { pending in
+            guard pending.batch.markQueued() else { return }
+            driver.enqueue { [self] in
+                let data = self.pending.withLock { pending -> Data in
+                    pending.batch.close()
+                    defer { pending.data = Data() }
+                    return pending.data
+                }
+                delegate.urlSession(session, dataTask: dataTask, didReceive: data)
+                delivered(data.count, driver: driver)
             }
-            delegate.urlSession(session, dataTask: dataTask, didReceive: data)
-            delivered(data.count, driver: driver)
         }
     }
 
