@@ -144,31 +144,24 @@ public final class HTTP2ClientSession {
         storage.reserveCapacity(capacity)
         var ranges: [(Range<Int>, Range<Int>)] = []
         ranges.reserveCapacity(pseudo.count + head.fields.count + 1)
-        for (name, value) in pseudo {
-            let nameStart = storage.count
-            storage.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-            let valueStart = storage.count
-            storage.append(contentsOf: value.utf8)
-            ranges.append((nameStart..<valueStart, valueStart..<storage.count))
-        }
-        head.fields.forEachField { name, value in
-            guard let kept = Self.keptName(name, value: value) else { return }
+        func add<Name: Sequence<UInt8>, Value: Sequence<UInt8>>(_ name: Name, _ value: Value, lowerCasingName: Bool = false) {
             let nameStart = storage.count
             storage.append(contentsOf: name)
-            if kept == .lowerCased {
+            if lowerCasingName {
                 for index in nameStart..<storage.count { storage[index] = HTTPFieldValidation.lowercased(storage[index]) }
             }
             let valueStart = storage.count
             storage.append(contentsOf: value)
             ranges.append((nameStart..<valueStart, valueStart..<storage.count))
         }
-        if let length {
-            let nameStart = storage.count
-            storage.append(contentsOf: "content-length".utf8)
-            let valueStart = storage.count
-            storage.append(contentsOf: length.utf8)
-            ranges.append((nameStart..<valueStart, valueStart..<storage.count))
+        for (name, value) in pseudo {
+            add(UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), value.utf8)
         }
+        head.fields.forEachField { name, value in
+            guard let kept = Self.keptName(name, value: value) else { return }
+            add(name, value, lowerCasingName: kept == .lowerCased)
+        }
+        if let length { add("content-length".utf8, length.utf8) }
         var provider = courier_nghttp2_data_provider(readBodyCallback)
         let streamID: Int32 = storage.withUnsafeMutableBufferPointer { bytes in
             var nva = ranges.map { name, value in

@@ -59,7 +59,6 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
     @usableFromInline var waiters = Deque<Waiter>()
     @usableFromInline var nextConnectionID = 0
     @usableFromInline var consecutiveDialFailures = 0
-    @usableFromInline var lastDialError: DialError?
     @usableFromInline var shuttingDown = false
     @usableFromInline var shutdownReported = false
 
@@ -136,7 +135,6 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
         guard connections[id] == .connecting else { return [] }
         connections[id] = nil
         consecutiveDialFailures += 1
-        lastDialError = error
         if shuttingDown { return shutdownCompleteIfDone() }
         guard !waiters.isEmpty else { return [] }
         if !hasLiveConnection {
