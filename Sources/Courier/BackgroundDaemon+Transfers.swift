@@ -10,6 +10,10 @@ extension BackgroundDaemon: URLSessionDownloadDelegate, URLSessionDataDelegate {
         if let session = state.session, state.sessionSettings == settings { return session }
         state.session?.finishTasksAndInvalidate()
         let session = URLSession(configuration: settings.configuration, delegate: self, delegateQueue: sessionQueue)
+        let registry = downloading
+        session.makeDownloadFile.withLock { maker in
+            maker.make = { try registry.make() }
+        }
         state.session = session
         state.sessionSettings = settings
         return session

@@ -88,6 +88,9 @@ final class BackgroundDaemon: NSObject, @unchecked Sendable {
 
     let directory: URL
     let files: URL
+    /// The download files this daemon is writing, so that the next daemon can delete those
+    /// a killed one left behind.
+    let downloading: InProgressDownloads
     private let journalURL: URL
     private let pidURL: URL
     private let listener: Int32
@@ -104,6 +107,7 @@ final class BackgroundDaemon: NSObject, @unchecked Sendable {
     init(directory: URL) throws {
         self.directory = directory
         files = directory.appendingPathComponent("files", isDirectory: true)
+        downloading = InProgressDownloads(directory.appendingPathComponent("downloading", isDirectory: true))
         journalURL = directory.appendingPathComponent("journal.json")
         pidURL = directory.appendingPathComponent("daemon.pid")
         do {
@@ -130,6 +134,9 @@ final class BackgroundDaemon: NSObject, @unchecked Sendable {
         listener = fd
         super.init()
         try? Data("\(getpid())\n".utf8).write(to: pidURL, options: .atomic)
+        // The socket is bound: no other daemon runs here, so what the register lists was
+        // left by one that was killed.
+        downloading.removeLeftovers()
         let journal = loadJournal()
         state.withLock { $0.journal = journal }
     }
@@ -363,5 +370,57 @@ final class BackgroundDaemon: NSObject, @unchecked Sendable {
             }
             record(.completed(error: error), task: id, in: &state)
         }
+    }
+}
+
+/// The register of a daemon's download files in progress: one empty file in `downloading/`
+/// per download file, named as it is. A download file lives in the temporary directory
+/// while its body arrives, and then is moved into `files/`, kept as a partial file for resume
+/// data (renamed) or deleted, so a name that still exists under its own name when a daemon
+/// starts belongs to a download its killed predecessor never finished.
+struct InProgressDownloads: Sendable {
+    let directory: URL
+
+    init(_ directory: URL) {
+        self.directory = directory
+    }
+
+    /// Makes a download file in the temporary directory and registers it; entries whose file
+    /// is gone are pruned first, so the register holds no more than the downloads in flight.
+    func make() throws -> DownloadFile {
+        pruneFinished()
+        let file = try DownloadFile.create(in: FileManager.default.temporaryDirectory)
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let entry = directory.appendingPathComponent(file.url.lastPathComponent).path
+        let descriptor = open(entry, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        if descriptor >= 0 { close(descriptor) }
+        return file
+    }
+
+    /// Deletes the download files the register lists (a killed daemon's), and the register.
+    func removeLeftovers() {
+        for name in entries() {
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent(name).path
+            var status = stat()
+            // Only a regular file of this user's, as the download made it, is deleted.
+            if lstat(path, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_uid == geteuid() {
+                unlink(path)
+            }
+            unlink(directory.appendingPathComponent(name).path)
+        }
+    }
+
+    /// Drops the entries whose download file no longer exists under its name.
+    private func pruneFinished() {
+        for name in entries() {
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent(name).path
+            if access(path, F_OK) != 0 { unlink(directory.appendingPathComponent(name).path) }
+        }
+    }
+
+    /// The names in the register that are download file names.
+    private func entries() -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        return names.filter { $0.hasPrefix("CourierDownload_") && $0.hasSuffix(".tmp") && !$0.contains("/") }
     }
 }

@@ -712,6 +712,7 @@ struct BackgroundSessionTests {
         .exclusiveDownloadFiles, arguments: BackgroundDataHome.allCases
     )
     func stateDirectory(_ dataHome: BackgroundDataHome) async throws {
+        let filesBefore = downloadFilesPresent()
         let uuid = UUID().uuidString
         let identifier = ".bg test/\(uuid)/ü%"
         let name = "%2Ebg%20test%2F\(uuid)%2F%C3%BC%25"
@@ -755,6 +756,10 @@ struct BackgroundSessionTests {
         #expect(await probe.endHolding())
         kill(pid, SIGKILL)
         #expect(await pollUntil(timeout: .seconds(30)) { !BackgroundState.isRunningDaemon(pid) })
+        // The killed daemon's download file: no daemon comes after it here to delete it.
+        for name in downloadFilesPresent().subtracting(filesBefore) {
+            try? FileManager.default.removeItem(at: FileManager.default.temporaryDirectory.appendingPathComponent(name))
+        }
     }
 
     @Test(
@@ -908,6 +913,7 @@ struct BackgroundSessionTests {
     func daemonKilled() async throws {
         let fixture = BackgroundFixture()
         defer { fixture.close() }
+        let filesBefore = downloadFilesPresent()
         let server = try ResumableServer()
         defer { server.stop() }
         // The first response is held after 1 MiB and stays so: only the restart can finish.
@@ -934,6 +940,7 @@ struct BackgroundSessionTests {
         #expect(requests.count >= 2, "the download was started again: \(requests)")
         #expect(requests.last?.range == nil, "from the start, without Range")
         #expect(requests.last?.status == 200)
+        #expect(downloadFilesPresent() == filesBefore, "the new daemon deleted the download file the killed one was writing")
     }
 
     @Test(
