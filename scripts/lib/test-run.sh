@@ -1,11 +1,15 @@
 # Sourced by the test command and scripts/sanitize.sh: a run directory for the test servers'
-# files (COURIER_TEST_RUN_DIR, which the test support reads, and the XDG directories the
-# default session's stores use: the tests get their own stores, never the user's), and the
+# files (COURIER_TEST_RUN_DIR, which the test support reads, the XDG directories the default
+# session's stores use: the tests get their own stores, never the user's, and TMPDIR), and the
 # clean-up of servers a killed run left.
 run_dir="$PWD/.test-run/$(date +%s)-$$"
 mkdir -p "$run_dir"
 export COURIER_TEST_RUN_DIR="$run_dir"
 export XDG_DATA_HOME="$run_dir/xdg-data" XDG_CACHE_HOME="$run_dir/xdg-cache"
+# The temporary directory of everything the run starts (SwiftPM, the tests, the programs they
+# run, the background daemon): what any of them leaves there goes with the run directory.
+export TMPDIR="$run_dir/tmp"
+mkdir -p "$TMPDIR"
 # At most 16 tests at once. Unbounded, Swift Testing starts every test of the suite together;
 # on 2 loaded cores (CI, or a sanitizer's slowdown) some then waited minutes for a turn, and a
 # keep-alive connection outlived its 60 s idle time between two requests of one test.
