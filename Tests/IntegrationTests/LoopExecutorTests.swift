@@ -87,9 +87,12 @@ struct LoopExecutorTests {
             let object = try #require(try JSONSerialization.jsonObject(with: echoed) as? [String: Any])
             #expect(object["bodyLength"] as? Int == body.count)
 
-            let (file, _) = try await session.download(from: nginx.url("/files/1m.bin"))
-            defer { try? FileManager.default.removeItem(at: file) }
-            #expect(try Array(Data(contentsOf: file)) == NginxServer.fixtures["1m.bin"])
+            // Other tests watch the temporary directory's download files (DownloadTests).
+            try await DownloadFilesLock.holding {
+                let (file, _) = try await session.download(from: nginx.url("/files/1m.bin"))
+                defer { try? FileManager.default.removeItem(at: file) }
+                #expect(try Array(Data(contentsOf: file)) == NginxServer.fixtures["1m.bin"])
+            }
 
             let (bytes, _) = try await session.bytes(from: nginx.tlsURL("good", "/files/64k.bin"))
             var received: [UInt8] = []

@@ -124,7 +124,7 @@ extension ResumeDataTests {
         #expect(server.requests.first?.method == (kind == .post ? "POST" : "GET"))
         #expect(partialFilesPresent() == partials, "no partial file without resume data")
         let cleaned = await pollUntil(timeout: .seconds(2)) { downloadFilesPresent() == downloads }
-        #expect(cleaned, "the download file is deleted")
+        #expect(cleaned, "the download file is deleted: \(downloadFilesPresent().symmetricDifference(downloads))")
     }
 
     @Test("cancelled before the response head: the handler gets nil, before didCompleteWithError", .exclusiveDownloadFiles)
