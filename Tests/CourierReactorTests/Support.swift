@@ -213,23 +213,44 @@ enum RawSocket {
     }
 
     /// Receives until end of stream (or `limit` bytes, an error, `timeout`); tells whether the
-    /// end of stream was seen.
+    /// end of stream was seen. The reading runs on a thread of its own, waiting in poll(2) and
+    /// pausing in a plain sleep: on the cooperative pool, which the suite's blocking tests hold
+    /// at times, every wait could last far longer than asked, and a slow reader of 8 MiB ran
+    /// out of time under ThreadSanitizer.
     static func receiveUntilEOF(
         _ fd: Int32, limit: Int = .max, chunk: Int = 64 * 1024, pause: Duration? = nil, timeout: Duration = .seconds(30)
     ) async -> (bytes: [UInt8], sawEOF: Bool) {
+        await withCheckedContinuation { continuation in
+            let reader = Thread {
+                continuation.resume(returning: receiveBlocking(fd, limit: limit, chunk: chunk, pause: pause, timeout: timeout))
+            }
+            reader.name = "test-receive"
+            reader.start()
+        }
+    }
+
+    private static func receiveBlocking(
+        _ fd: Int32, limit: Int, chunk: Int, pause: Duration?, timeout: Duration
+    ) -> (bytes: [UInt8], sawEOF: Bool) {
         let deadline = ContinuousClock.now + timeout
+        let pauseSeconds = pause.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: chunk)
-        while received.count < limit, ContinuousClock.now < deadline {
+        while received.count < limit {
+            let remaining = deadline - ContinuousClock.now
+            guard remaining > .zero else { break }
             let wanted = min(chunk, limit - received.count)
             let count = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, wanted, 0) }
             if count > 0 {
                 received += buffer[0..<count]
-                if let pause { try? await Task.sleep(for: pause) }
+                if let pauseSeconds { Thread.sleep(forTimeInterval: pauseSeconds) }
             } else if count == 0 {
                 return (received, true)
             } else if errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR {
-                try? await Task.sleep(for: .milliseconds(1))
+                var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                let left = remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000
+                let milliseconds = Int32(clamping: min(100, max(1, left)))
+                _ = poll(&descriptor, 1, milliseconds)
             } else {
                 break
             }
