@@ -85,6 +85,14 @@ public struct HTTPFields: Sendable, Equatable {
         return string(locations[index].value)
     }
 
+    /// Lends the bytes of the value of the first field called `name` (any case) to `body`; nil
+    /// when there is no such field. No `String` is made.
+    public func withFirstValue<R>(_ name: String, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R? {
+        guard let index = firstIndex(of: name) else { return nil }
+        let range = locations[index].value
+        return try storage.withUnsafeBufferPointer { try body(UnsafeBufferPointer(rebasing: $0[range])) }
+    }
+
     /// The values of every field called `name` (any case), in order.
     public func values(_ name: String) -> [String] {
         var result: [String] = []
