@@ -157,7 +157,7 @@ let package = Package(
             resources: [.copy("Transcripts")]
         ),
         .testTarget(name: "CourierReactorTests", dependencies: ["CourierReactor", "CourierSync", "_CourierTestSupport"]),
-        .testTarget(name: "CourierTests", dependencies: ["Courier", "CourierSync", "_CourierTestSupport"]),
+        .testTarget(name: "CourierTests", dependencies: ["Courier", "CourierSync", "CourierTransport", "_CourierTestSupport"]),
         .testTarget(name: "CourierWebSocketTests", dependencies: ["CourierWebSocket", "_CourierTestSupport"]),
         .testTarget(name: "CourierTransportTests", dependencies: ["CourierTransport", "CourierCore", "CourierReactor", "CourierSync", "_CourierTestSupport"]),
         // A writer of the cookie store that the crash test kills mid-transaction (debug builds

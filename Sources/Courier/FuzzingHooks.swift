@@ -19,4 +19,12 @@ public enum FuzzingHooks {
         }
         return buffer.readableBytesArray()
     }
+
+    /// Whether the one-pass reading of `url`'s origin and target, where it answers, agrees
+    /// with Foundation's reading of them.
+    public static func plainURLReadingAgrees(_ url: URL) -> Bool {
+        guard let (origin, target) = RequestBuilder.plainParts(of: url) else { return true }
+        guard let slowOrigin = try? RequestBuilder.origin(of: url) else { return false }
+        return origin == slowOrigin && origin.authority == slowOrigin.authority && target == RequestBuilder.target(of: url)
+    }
 }

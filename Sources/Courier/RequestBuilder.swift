@@ -42,7 +42,14 @@ enum RequestBuilder {
         guard let url = request.url else {
             throw .courier(.unsupportedURL, "The request has no URL.", url: nil)
         }
-        let origin = try origin(of: url)
+        let origin: Origin
+        let originTarget: String
+        if let parts = plainParts(of: url) {
+            (origin, originTarget) = parts
+        } else {
+            origin = try self.origin(of: url)
+            originTarget = target(of: url)
+        }
         let forwarded = origin.scheme == .http && proxy?.kind == .http && !upgrade
         let method = HTTPMethod(request.httpMethod ?? "GET")
 
@@ -87,7 +94,7 @@ enum RequestBuilder {
         }
 
         // The head is validated once, by the transport, before it reaches a pool.
-        let requestTarget = forwarded ? "\(origin.scheme.rawValue)://\(origin.authority)\(target(of: url))" : target(of: url)
+        let requestTarget = forwarded ? "\(origin.scheme.rawValue)://\(origin.authority)\(originTarget)" : originTarget
         let head = HTTPRequestHead(method: method, target: requestTarget, authority: origin.authority, scheme: origin.scheme.rawValue, fields: fields)
         let timeout = request.isTimeoutIntervalSet ? request.timeoutInterval : configuration.timeoutIntervalForRequest
         var transportRequest = TransportRequest(origin: origin, head: head, body: body, idleTimeout: duration(timeout))
@@ -115,6 +122,80 @@ enum RequestBuilder {
             port = valid
         }
         return Origin(scheme: scheme, host: host, port: port)
+    }
+
+    /// The origin and origin-form target of a plain absolute URL, read from its string in one
+    /// pass: `http` or `https` in lower case, a host of lower-case letters, digits, dots and
+    /// hyphens, an optional port from 1 to 65535, then a path and query of visible ASCII.
+    /// Nil for anything else (user info, an IPv6 literal, percent-encoding or upper case in the
+    /// host, a base URL, an empty query), which ``origin(of:)`` and ``target(of:)`` read through
+    /// Foundation; for the URLs this accepts, the two give the same parts (a unit test and the
+    /// url-request fuzz target compare them).
+    static func plainParts(of url: URL) -> (origin: Origin, target: String)? {
+        guard url.baseURL == nil else { return nil }
+        let string = url.absoluteString
+        let parts = string.utf8.withContiguousStorageIfAvailable { bytes -> (Origin, String)? in
+            let count = bytes.count
+            var index: Int
+            let scheme: Origin.Scheme
+            func hasPrefix(_ prefix: StaticString) -> Bool {
+                let length = prefix.utf8CodeUnitCount
+                guard count >= length else { return false }
+                for offset in 0..<length where bytes[offset] != prefix.utf8Start[offset] { return false }
+                return true
+            }
+            if hasPrefix("http://") {
+                scheme = .http
+                index = 7
+            } else if hasPrefix("https://") {
+                scheme = .https
+                index = 8
+            } else {
+                return nil
+            }
+            let hostStart = index
+            while index < count {
+                let byte = bytes[index]
+                let allowed = (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+                    || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-")
+                guard allowed else { break }
+                index += 1
+            }
+            let hostEnd = index
+            guard hostEnd > hostStart else { return nil }
+            var port: UInt16?
+            if index < count, bytes[index] == UInt8(ascii: ":") {
+                index += 1
+                var value = 0
+                var digits = 0
+                while index < count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9"), digits < 6 {
+                    value = value * 10 + Int(bytes[index] - UInt8(ascii: "0"))
+                    digits += 1
+                    index += 1
+                }
+                guard digits > 0, value > 0, value <= Int(UInt16.max) else { return nil }
+                port = UInt16(value)
+            }
+            // The target runs to the fragment, if any.
+            let targetStart = index
+            var targetEnd = index
+            while targetEnd < count, bytes[targetEnd] != UInt8(ascii: "#") {
+                let byte = bytes[targetEnd]
+                guard byte > 0x20, byte < 0x7F else { return nil }
+                targetEnd += 1
+            }
+            if targetStart < count {
+                let first = bytes[targetStart]
+                guard first == UInt8(ascii: "/") || first == UInt8(ascii: "?") || first == UInt8(ascii: "#") else { return nil }
+            }
+            // An empty query ("/p?") is left to Foundation, which may or may not keep the "?".
+            if targetEnd > targetStart, bytes[targetEnd - 1] == UInt8(ascii: "?") { return nil }
+            let host = String(decoding: UnsafeBufferPointer(rebasing: bytes[hostStart..<hostEnd]), as: UTF8.self)
+            var target = String(decoding: UnsafeBufferPointer(rebasing: bytes[targetStart..<targetEnd]), as: UTF8.self)
+            if targetStart == targetEnd || bytes[targetStart] == UInt8(ascii: "?") { target = "/" + target }
+            return (Origin(scheme: scheme, lowerCasedHost: host, port: port), target)
+        }
+        return parts ?? nil
     }
 
     /// The origin-form request target: the path (at least "/") and the query, as encoded in the URL.

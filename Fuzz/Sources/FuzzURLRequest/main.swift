@@ -1,7 +1,7 @@
 // URL and request building through the public API: the input is split at newlines into a
 // URL, a method and header lines ("Name: value"). Whatever the input, building the request
 // either fails with a URLError or gives a head whose Host is the URL's authority and whose
-// encoding has no injected line.
+// encoding has no injected line; the one-pass reading of a plain URL agrees with Foundation's.
 @_spi(Fuzzing) import Courier
 import Foundation
 
@@ -10,6 +10,7 @@ public func fuzzURLRequest(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let text = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
     let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
     guard let first = lines.first, let url = URL(string: first) else { return 0 }
+    precondition(FuzzingHooks.plainURLReadingAgrees(url), "the one-pass URL reading differs from Foundation's")
     var request = URLRequest(url: url)
     if lines.count > 1 { request.httpMethod = lines[1] }
     for line in lines.dropFirst(2) {

@@ -1,0 +1,61 @@
+@testable import Courier
+import CourierTransport
+import Foundation
+import Testing
+
+/// The one-pass reading of plain http(s) URLs against Foundation's: where it answers, it must
+/// give the same origin and request target, and it must answer for the URLs most requests use.
+@Suite("RequestBuilder's plain URL reading")
+struct RequestBuilderTests {
+    /// URLs the one-pass reading takes.
+    static let plain = [
+        "http://127.0.0.1:18080/100.bin", "http://example.com", "http://example.com/", "https://example.com:8443/a/b?c=d&e",
+        "http://example.com?q", "http://example.com#frag", "http://example.com/p?q#f", "http://example.com:80/", "https://h:443/x",
+        "https://h:00443/x", "http://a-b.c-d.example/%41%20b?x=%2F", "http://example.com./p", "http://1234/p", "http://h/p;params?q",
+        "http://h/a/../b/./c", "http://h/#", "http://h:1/", "http://h:65535/", "http://xn--bcher-kva.example/",
+        "http://h/p?a=b?c", "http://h/~user/!$&'()*+,;=:@/", "http://h//double//slashes",
+    ]
+
+    /// URLs left to Foundation (the one-pass reading says nil).
+    static let others = [
+        "HTTP://example.com/", "http://Example.com/", "http://user:pass@example.com/", "http://[::1]:8080/", "http://%65xample.com/",
+        "http://h:/", "http://h:0/", "http://h:65536/", "http://h:99999999/", "ftp://h/", "http://h/p?", "http://h_underscore/",
+        "file:///tmp/x", "data:,x", "http:/h/p", "http:h", "https://h/p?q?", "https://h/?",
+    ]
+
+    @Test("where the one-pass reading answers, its origin and target are Foundation's", arguments: plain + others)
+    func sameAsFoundation(_ text: String) throws {
+        let url = try #require(URL(string: text))
+        guard let (origin, target) = RequestBuilder.plainParts(of: url) else { return }
+        let slowOrigin = try RequestBuilder.origin(of: url)
+        #expect(origin == slowOrigin)
+        #expect(origin.authority == slowOrigin.authority)
+        #expect(target == RequestBuilder.target(of: url))
+    }
+
+    @Test("the plain URLs are read in one pass", arguments: plain)
+    func readsPlain(_ text: String) throws {
+        let url = try #require(URL(string: text))
+        #expect(RequestBuilder.plainParts(of: url) != nil)
+    }
+
+    @Test("the others are left to Foundation", arguments: others)
+    func leavesOthers(_ text: String) throws {
+        guard let url = URL(string: text) else { return }
+        #expect(RequestBuilder.plainParts(of: url) == nil)
+    }
+
+    @Test("a relative URL is left to Foundation")
+    func relative() throws {
+        let url = try #require(URL(string: "p?q", relativeTo: URL(string: "http://example.com/a/")))
+        #expect(RequestBuilder.plainParts(of: url) == nil)
+    }
+
+    @Test("authority: the port only when it is not the scheme's default, brackets around IPv6")
+    func authority() {
+        #expect(Origin(scheme: .http, host: "h", port: 80).authority == "h")
+        #expect(Origin(scheme: .http, host: "h", port: 8080).authority == "h:8080")
+        #expect(Origin(scheme: .https, host: "h", port: 80).authority == "h:80")
+        #expect(Origin(scheme: .https, host: "::1", port: 8443).authority == "[::1]:8443")
+    }
+}
