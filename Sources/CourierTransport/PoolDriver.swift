@@ -211,22 +211,36 @@ final class PoolDriver: Sendable {
     // MARK: Actions
 
     private func run(_ actions: [Action]) {
-        for action in actions {
+        // An idle connection that takes a request is told both in one trip to its loop.
+        var cancelsIdleTimerOf: PoolConnectionID?
+        for (index, action) in actions.enumerated() {
             switch action {
             case .createConnection(let id):
                 dial(id)
             case .executeRequest(let requestID, let connectionID):
+                let cancelsIdleTimer = cancelsIdleTimerOf == connectionID
+                cancelsIdleTimerOf = nil
                 let (exchange, connection) = state.withLock { state in
                     state.waitDeadlines[requestID] = nil
                     return (state.exchanges.removeValue(forKey: requestID), state.connections[connectionID])
                 }
-                guard let exchange else { continue }
+                guard let exchange else {
+                    if cancelsIdleTimer { connection?.onLoop { $0.cancelPoolIdleTimer() } }
+                    continue
+                }
                 guard let connection else {
                     // The connection went away before it could take the request: queue it again.
                     submit(exchange, requiresNewConnection: true)
                     continue
                 }
-                connection.onLoop { $0.execute(exchange) }
+                if cancelsIdleTimer {
+                    connection.onLoop { connection in
+                        connection.cancelPoolIdleTimer()
+                        connection.execute(exchange)
+                    }
+                } else {
+                    connection.onLoop { $0.execute(exchange) }
+                }
             case .failRequest(let requestID, let failure):
                 let exchange = state.withLock { state in
                     state.waitDeadlines[requestID] = nil
@@ -243,6 +257,10 @@ final class PoolDriver: Sendable {
             case .scheduleIdleTimer(let id, let delay):
                 state.withLock { $0.connections[id] }?.onLoop { $0.schedulePoolIdleTimer(delay) }
             case .cancelIdleTimer(let id):
+                if index + 1 < actions.count, case .executeRequest(_, id) = actions[index + 1] {
+                    cancelsIdleTimerOf = id
+                    continue
+                }
                 state.withLock { $0.connections[id] }?.onLoop { $0.cancelPoolIdleTimer() }
             case .scheduleBackoffTimer(let id, let delay):
                 // A stale backoff timer is harmless: the machine ignores slots it no longer has.
