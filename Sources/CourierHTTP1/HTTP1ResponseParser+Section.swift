@@ -134,7 +134,7 @@ extension HTTP1ResponseParser {
     /// also accepting the status code directly followed by the line end.
     private func parseStatusLine() throws(HTTP1ResponseError) -> StatusLine {
         try withBytes(section) { (bytes: UnsafeRawBufferPointer) throws(HTTP1ResponseError) -> StatusLine in
-            let lineEnd = lineEndOffset(in: bytes, from: 0)
+            let lineEnd = Self.lineEndOffset(in: bytes, from: 0)
             let contentEnd = lineEnd.content
             // "HTTP/" DIGIT "." DIGIT SP 3DIGIT
             guard contentEnd >= 12 else { throw .invalidStatusLine }
@@ -162,6 +162,9 @@ extension HTTP1ResponseParser {
     }
 
     /// Parses the field lines from `firstLine` to the empty line that ends the section.
+    ///
+    /// The helpers it calls per line are static: as methods, called from the closure below,
+    /// each call copied the whole parser (eight copies and destructions a response).
     mutating func parseFields(firstLine: Int) throws(HTTP1ResponseError) -> ParsedFields {
         let storage = section
         var locations: [HTTPFields.Location] = []
@@ -170,11 +173,11 @@ extension HTTP1ResponseParser {
         try withBytes(storage) { (bytes: UnsafeRawBufferPointer) throws(HTTP1ResponseError) in
             var lineStart = firstLine
             while lineStart < bytes.count {
-                let line = lineEndOffset(in: bytes, from: lineStart)
+                let line = Self.lineEndOffset(in: bytes, from: lineStart)
                 if line.content == lineStart { break }
-                let location = try parseFieldLine(bytes, lineStart..<line.content)
+                let location = try Self.parseFieldLine(bytes, lineStart..<line.content)
                 locations.append(location)
-                noteFramingField(location, in: bytes, into: &parsed)
+                Self.noteFramingField(location, in: bytes, into: &parsed)
                 lineStart = line.next
             }
         }
@@ -183,7 +186,7 @@ extension HTTP1ResponseParser {
     }
 
     /// Where the line starting at `start` ends: its content end and the start of the next line.
-    private func lineEndOffset(in bytes: UnsafeRawBufferPointer, from start: Int) -> (content: Int, next: Int) {
+    private static func lineEndOffset(in bytes: UnsafeRawBufferPointer, from start: Int) -> (content: Int, next: Int) {
         let found = memchr(bytes.baseAddress! + start, Int32(UInt8.lf), bytes.count - start)!
         let lineFeed = bytes.baseAddress!.distance(to: UnsafeRawPointer(found))
         let content = lineFeed > start && bytes[lineFeed - 1] == .cr ? lineFeed - 1 : lineFeed
@@ -191,7 +194,7 @@ extension HTTP1ResponseParser {
     }
 
     /// `field-line = field-name ":" OWS field-value OWS` (RFC 9112 section 5).
-    private func parseFieldLine(
+    private static func parseFieldLine(
         _ bytes: UnsafeRawBufferPointer, _ line: Range<Int>
     ) throws(HTTP1ResponseError) -> HTTPFields.Location {
         if bytes[line.lowerBound].isOptionalWhitespace { throw .obsoleteLineFolding }
@@ -219,7 +222,7 @@ extension HTTP1ResponseParser {
         return HTTPFields.Location(name: line.lowerBound..<nameEnd, value: valueStart..<valueEnd)
     }
 
-    private func noteFramingField(
+    private static func noteFramingField(
         _ location: HTTPFields.Location, in bytes: UnsafeRawBufferPointer, into parsed: inout ParsedFields
     ) {
         let name = UnsafeRawBufferPointer(rebasing: bytes[location.name])
