@@ -147,10 +147,18 @@ public struct HTTPFields: Sendable, Equatable {
     /// Appends a field.
     public mutating func append(name: String, value: String) {
         let nameStart = storage.count
-        storage.append(contentsOf: name.utf8)
+        Self.appendUTF8(of: name, to: &storage)
         let valueStart = storage.count
-        storage.append(contentsOf: value.utf8)
+        Self.appendUTF8(of: value, to: &storage)
         locations.append(Location(name: nameStart..<valueStart, value: valueStart..<storage.count))
+    }
+
+    /// Appends a string's UTF-8 as one copy of contiguous bytes where it has them, rather than
+    /// element by element through its UTF-8 view.
+    @inline(__always)
+    private static func appendUTF8(of string: String, to storage: inout [UInt8]) {
+        let copied: Void? = string.utf8.withContiguousStorageIfAvailable { storage.append(contentsOf: $0) }
+        if copied == nil { storage.append(contentsOf: string.utf8) }
     }
 
     /// Removes every field called `name`.

@@ -32,8 +32,10 @@ public struct Origin: Hashable, Sendable, CustomStringConvertible {
     /// is not the scheme's default.
     public var authority: String {
         let hostPart = bracketedHost(host)
-        // Concatenation: an interpolation of the port costs several times as much.
-        return port == scheme.defaultPort ? hostPart : hostPart + ":" + String(port)
+        // Concatenation, and the integer initializer (String(port) would take the
+        // LosslessStringConvertible one, through `description`): an interpolation costs
+        // several times as much.
+        return port == scheme.defaultPort ? hostPart : hostPart + ":" + String(port, radix: 10)
     }
 
     /// `host:port` with the port always written (brackets around IPv6): CONNECT's target.
