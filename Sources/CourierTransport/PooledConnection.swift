@@ -70,14 +70,17 @@ struct ConnectTimings: Sendable {
 
 extension ExchangeMetrics {
     /// The metrics of an exchange starting on `stream`: the connection's own timings only for
-    /// the first exchange it carries, its TLS details and addresses for every one.
+    /// the first exchange it carries, its TLS details and addresses for every one, all only
+    /// when the request collects timings (nobody reads them otherwise).
     init(
         for exchange: HTTPExchange, on stream: any TransportStream, reused: Bool,
         connectTimings: ConnectTimings, protocolName: String
     ) {
         self.init()
-        fetchStart = exchange.createdAt
         isReusedConnection = reused
+        networkProtocolName = protocolName
+        guard exchange.request.collectsTimings else { return }
+        fetchStart = exchange.createdAt
         if !reused {
             domainLookupStart = connectTimings.resolutionStart
             domainLookupEnd = connectTimings.resolutionEnd
@@ -88,7 +91,6 @@ extension ExchangeMetrics {
         }
         tlsProtocolVersion = stream.tls?.version?.rawValue
         tlsCipherSuite = stream.tls?.cipherSuite
-        networkProtocolName = protocolName
         proxy = connectTimings.proxy
         localAddress = stream.localAddress
         remoteAddress = stream.remoteAddress

@@ -107,8 +107,10 @@ public struct TransportRequest: Sendable {
     public var idleTimeout: Duration
     /// When the whole transfer must be over (the resource timeout); nil for none.
     @PackedInstant public var deadline: ContinuousClock.Instant?
-    /// Whether to record the timings of ``ExchangeMetrics`` (addresses and counts are always
-    /// recorded). Off saves a clock read per step when nobody will look at them.
+    /// Whether to record the timings of ``ExchangeMetrics`` and the connection's details
+    /// (addresses, TLS version and cipher suite, proxy); byte counts, the protocol name and
+    /// reuse are always recorded. Off saves a clock read per step and the details' copies
+    /// when nobody will look at them.
     public var collectsTimings = true
     /// The request asks the server to switch protocols (a WebSocket opening handshake): a 101
     /// hands the connection to the exchange's delegate (``HTTPExchangeDelegate/exchange(_:didUpgradeWith:connection:metrics:)``)
