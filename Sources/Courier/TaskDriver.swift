@@ -345,7 +345,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     func startExchange() {
         // A protocol load of the hop before (a redirect it reported) ends here.
         stopProtocolLoad()
-        if let task, let request = state.withLock({ $0.request }), let type = session.protocolClass(for: task) {
+        // The protocol classes are asked first: the request is copied out only for one that takes it.
+        if let task, let type = session.protocolClass(for: task), let request = state.withLock({ $0.request }) {
             startProtocolLoad(type, task: task, request: request)
             return
         }
