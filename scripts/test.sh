@@ -83,8 +83,10 @@ count_fuzz_targets() {
 run_step() {
   local name=$1 counter=$2
   shift 2
-  local log="$run_dir/$name.log" status=0 step_passed=0 step_failed=0
+  local log="$run_dir/$name.log" status=0 step_passed=0 step_failed=0 started=$SECONDS
   "$@" 2>&1 | tee "$log" || status=$?
+  # How long each step took, for keeping the whole run under its time budget.
+  echo "step $name: $((SECONDS - started)) s"
   case "$counter" in
     swift)
       step_passed=$(count_swift_tests "$log" passed)
