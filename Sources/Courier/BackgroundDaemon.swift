@@ -390,15 +390,16 @@ struct InProgressDownloads: Sendable {
     func make() throws -> DownloadFile {
         pruneFinished()
         let file = try DownloadFile.create(in: FileManager.default.temporaryDirectory)
-        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let entry = directory.appendingPathComponent(file.url.lastPathComponent).path
         let descriptor = open(entry, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
         if descriptor >= 0 { close(descriptor) }
         return file
     }
 
-    /// Deletes the download files the register lists (a killed daemon's), and the register.
+    /// Deletes the download files the register lists (a killed daemon's) and their entries,
+    /// and makes the register's folder for this daemon's downloads.
     func removeLeftovers() {
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         for name in entries() {
             let path = FileManager.default.temporaryDirectory.appendingPathComponent(name).path
             var status = stat()
