@@ -71,16 +71,15 @@ enum RequestBuilder {
             fields.append(name: name, value: value)
         }
         let omitted = configuration.courierOmittedDefaultFields
-        func adds(_ name: String) -> Bool {
-            !fields.contains(name) && (omitted.isEmpty || !omitted.contains { $0.caseInsensitiveCompare(name) == .orderedSame })
-        }
-        if adds("User-Agent") { fields.append(name: "User-Agent", value: userAgent) }
-        if adds("Accept") { fields.append(name: "Accept", value: "*/*") }
-        if adds("Accept-Language") { fields.append(name: "Accept-Language", value: acceptLanguage) }
-        if adds("Accept-Encoding") { fields.append(name: "Accept-Encoding", value: acceptEncoding) }
+        // No local function here: one capturing `fields` would make every use of it in this
+        // function check exclusivity at run time.
+        if defaultAdded("User-Agent", to: fields, omitted: omitted) { fields.append(name: "User-Agent", value: userAgent) }
+        if defaultAdded("Accept", to: fields, omitted: omitted) { fields.append(name: "Accept", value: "*/*") }
+        if defaultAdded("Accept-Language", to: fields, omitted: omitted) { fields.append(name: "Accept-Language", value: acceptLanguage) }
+        if defaultAdded("Accept-Encoding", to: fields, omitted: omitted) { fields.append(name: "Accept-Encoding", value: acceptEncoding) }
 
         let body = try makeBody(request, source: source, url: url)
-        if case .empty = body {} else if method == .post && adds("Content-Type") {
+        if case .empty = body {} else if method == .post && defaultAdded("Content-Type", to: fields, omitted: omitted) {
             // As Apple does: a form is assumed when a POST body says nothing of its type.
             fields.append(name: "Content-Type", value: "application/x-www-form-urlencoded")
         }
@@ -103,6 +102,12 @@ enum RequestBuilder {
         transportRequest.tunnelAuthorization = tunnelAuthorization
         transportRequest.deadline = .now + duration(configuration.timeoutIntervalForResource)
         return transportRequest
+    }
+
+    /// True when the default field `name` goes into `fields`: neither the caller nor the
+    /// configuration set it, and the configuration does not omit it.
+    private static func defaultAdded(_ name: String, to fields: HTTPFields, omitted: Set<String>) -> Bool {
+        !fields.contains(name) && (omitted.isEmpty || !omitted.contains { $0.caseInsensitiveCompare(name) == .orderedSame })
     }
 
     /// The origin of an http(s) URL; other schemes are unsupported, a URL without host is bad.

@@ -5,13 +5,13 @@ import Foundation
 ///
 /// Archiving (`NSSecureCoding`) keeps every property, under FoundationNetworking's keys.
 open class URLResponse: NSObject, NSSecureCoding, NSCopying, @unchecked Sendable {
-    open private(set) var url: URL?
+    @exclusivity(unchecked) open private(set) var url: URL?
     /// The MIME type from Content-Type, lower-cased, without parameters.
-    open fileprivate(set) var mimeType: String?
+    @exclusivity(unchecked) open fileprivate(set) var mimeType: String?
     /// The body's length as the server declared it (before content decoding), or -1.
-    open fileprivate(set) var expectedContentLength: Int64
+    @exclusivity(unchecked) open fileprivate(set) var expectedContentLength: Int64
     /// The `charset` parameter of Content-Type.
-    open fileprivate(set) var textEncodingName: String?
+    @exclusivity(unchecked) open fileprivate(set) var textEncodingName: String?
 
     public init(url: URL, mimeType: String?, expectedContentLength length: Int, textEncodingName name: String?) {
         self.url = url

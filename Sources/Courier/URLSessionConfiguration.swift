@@ -26,19 +26,19 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     let kind: Kind
 
     /// The identifier of a background configuration; nil otherwise.
-    open var identifier: String?
+    @exclusivity(unchecked) open var identifier: String?
     /// Seconds of silence (no byte sent or received) before a request times out; 60 by default.
-    open var timeoutIntervalForRequest: TimeInterval = 60
+    @exclusivity(unchecked) open var timeoutIntervalForRequest: TimeInterval = 60
     /// Seconds a whole transfer may take; 7 days by default.
-    open var timeoutIntervalForResource: TimeInterval = 7 * 24 * 60 * 60
+    @exclusivity(unchecked) open var timeoutIntervalForResource: TimeInterval = 7 * 24 * 60 * 60
     /// Most simultaneous HTTP/1.1 connections to one host; 6 by default.
-    open var httpMaximumConnectionsPerHost: Int = 6
+    @exclusivity(unchecked) open var httpMaximumConnectionsPerHost: Int = 6
     /// Header fields added to every request that does not set them itself.
-    open var httpAdditionalHeaders: [AnyHashable: Any]?
+    @exclusivity(unchecked) open var httpAdditionalHeaders: [AnyHashable: Any]?
     /// Lowest TLS version accepted for https; TLS 1.2 by default.
-    open var tlsMinimumSupportedProtocolVersion: tls_protocol_version_t = .TLSv12
+    @exclusivity(unchecked) open var tlsMinimumSupportedProtocolVersion: tls_protocol_version_t = .TLSv12
     /// Highest TLS version offered for https; TLS 1.3 by default.
-    open var tlsMaximumSupportedProtocolVersion: tls_protocol_version_t = .TLSv13
+    @exclusivity(unchecked) open var tlsMaximumSupportedProtocolVersion: tls_protocol_version_t = .TLSv13
     /// Courier extension: speak HTTP/2 on cleartext (`http`) connections without negotiation
     /// (h2c with prior knowledge, RFC 9113 section 3.3). For servers known to accept it, such
     /// as test and benchmark peers; off by default. https negotiates HTTP/2 with ALPN anyway.
@@ -49,18 +49,18 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     ///
     /// - Warning: name every header that carries a secret (an `X-Api-Key`, a signed token):
     ///   a server can redirect anywhere, and without this the secret travels with the request.
-    open var courierHeadersStrippedOnCrossOriginRedirect: Set<String> = []
+    @exclusivity(unchecked) open var courierHeadersStrippedOnCrossOriginRedirect: Set<String> = []
     /// Courier extension: bounds on decoding a compressed response (gzip, deflate, br), a
     /// defence against decompression bombs: by default a body may decode to at most 1 GiB and,
     /// past its first MiB, to at most 1,000 times its encoded size. A body that passes a
     /// bound fails with `URLError(.dataLengthExceedsMaximum)`; raise the bounds for trusted
     /// servers that send larger or more compressible bodies.
-    open var courierContentDecodingLimits = ContentDecodingLimits.default
+    @exclusivity(unchecked) open var courierContentDecodingLimits = ContentDecodingLimits.default
     /// Courier extension: the logger the session traces its decisions and exchanges to, at
     /// `.debug` and `.trace` (nothing at `.info` for a request that succeeds). Nil: a logger
     /// labelled `courier` from the process's logging system. Credentials and cookies are
     /// always redacted.
-    open var courierLogger: Logger?
+    @exclusivity(unchecked) open var courierLogger: Logger?
     /// Courier extension: an idempotent request (GET, HEAD, PUT, DELETE, OPTIONS, TRACE) with
     /// a body that can be sent again, answered 503 or 429 with a `Retry-After` of at most this
     /// many seconds, is sent again after that wait, up to ``courierMaximumRetryAttempts`` times;
@@ -68,20 +68,20 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     ///
     /// - Warning: a retry repeats the request; keep the bound small so that a server cannot
     ///   hold a task for long, and leave it off for requests whose repetition matters.
-    open var courierMaximumRetryAfterDelay: TimeInterval = 0
+    @exclusivity(unchecked) open var courierMaximumRetryAfterDelay: TimeInterval = 0
     /// Courier extension: retries one task may make under ``courierMaximumRetryAfterDelay``; 2 by default.
-    open var courierMaximumRetryAttempts = 2
+    @exclusivity(unchecked) open var courierMaximumRetryAttempts = 2
     /// Courier extension: names of the fields Courier adds to a request that does not set them
     /// (`User-Agent`, `Accept`, `Accept-Language`, `Accept-Encoding`, and `Content-Type` on a
     /// POST body) which this session leaves out instead, compared ignoring case. Empty by
     /// default. Leaving out `Accept-Encoding` means the server sends bodies as they are.
-    open var courierOmittedDefaultFields: Set<String> = []
+    @exclusivity(unchecked) open var courierOmittedDefaultFields: Set<String> = []
     /// Courier extension: offer only HTTP/1.1 in TLS (no `h2` in ALPN) and never use HTTP/2
     /// by prior knowledge. False by default.
     open var courierHTTP1Only = false
     /// Courier extension: seconds allowed for making a connection (name resolution, TCP, a
     /// proxy's tunnel and TLS). Nil by default: `timeoutIntervalForRequest` bounds it.
-    open var courierConnectTimeout: TimeInterval?
+    @exclusivity(unchecked) open var courierConnectTimeout: TimeInterval?
     /// Courier extension: a download task that fails after writing part of the body (a lost
     /// connection, a timeout, a cancel, a full disk) keeps its file and names it in the error,
     /// under ``CourierPartialDownloadFileKey`` (``URLError/courierPartialDownloadFile``),
@@ -89,60 +89,60 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     /// the error also carries resume data, that data names the same file: moving the file makes
     /// it useless. False by default: the file is deleted unless resume data keeps it, as on
     /// Apple platforms.
-    open var courierKeepsPartialDownloads = false
+    @exclusivity(unchecked) open var courierKeepsPartialDownloads = false
     /// Where the session finds credentials for challenges and keeps the ones that worked:
     /// ``URLCredentialStorage/shared`` for a default configuration, a new storage in memory for
     /// each ephemeral one. Nil: no storage. A copy of the configuration (and so a session made
     /// from it) shares the same storage object.
-    open var urlCredentialStorage: URLCredentialStorage?
+    @exclusivity(unchecked) open var urlCredentialStorage: URLCredentialStorage?
     /// The cookie jar of the session's requests: ``HTTPCookieStorage/shared`` for a default
     /// configuration, a new jar in memory for each ephemeral one. Nil: no cookies.
-    open var httpCookieStorage: HTTPCookieStorage?
+    @exclusivity(unchecked) open var httpCookieStorage: HTTPCookieStorage?
     /// Whether requests carry the storage's cookies (and a request's own
     /// `httpShouldHandleCookies` agrees); true by default. Responses' cookies are stored by
     /// `httpCookieAcceptPolicy` either way.
-    open var httpShouldSetCookies = true
+    @exclusivity(unchecked) open var httpShouldSetCookies = true
     /// Which cookies responses may set: `.onlyFromMainDocumentDomain` by default, as Apple's.
-    open var httpCookieAcceptPolicy = HTTPCookie.AcceptPolicy.onlyFromMainDocumentDomain
+    @exclusivity(unchecked) open var httpCookieAcceptPolicy = HTTPCookie.AcceptPolicy.onlyFromMainDocumentDomain
     /// The cache of the session's responses: ``URLCache/shared`` for a default configuration;
     /// for each ephemeral one, a new cache of its own that never touches the disk (4 MiB in
     /// memory: Apple gives ephemeral sessions a memory-only cache without documenting its
     /// size). Nil: nothing is cached. A copy of the configuration shares the same cache object.
-    open var urlCache: URLCache?
+    @exclusivity(unchecked) open var urlCache: URLCache?
     /// How requests use the cache when they leave it to the session
     /// (`.useProtocolCachePolicy`, the rules of RFC 9111, by default).
-    open var requestCachePolicy: URLRequest.CachePolicy = .useProtocolCachePolicy
+    @exclusivity(unchecked) open var requestCachePolicy: URLRequest.CachePolicy = .useProtocolCachePolicy
     /// The proxies of the session's connections, with the keys of CFNetwork
     /// (``kCFNetworkProxiesHTTPEnable`` and its siblings): an HTTP proxy for `http` URLs, an
     /// HTTP proxy reached through CONNECT tunnels for `https` URLs, a SOCKS5 proxy for either,
     /// and hosts that bypass them. Nil (the default): the environment decides, as curl reads
     /// it (`http_proxy`, `https_proxy`, `all_proxy`, `no_proxy`). An empty dictionary: no proxy.
-    open var connectionProxyDictionary: [AnyHashable: Any]?
+    @exclusivity(unchecked) open var connectionProxyDictionary: [AnyHashable: Any]?
     /// Accepted; ignored (HTTP/1.1 pipelining is never used).
-    open var httpShouldUsePipelining = false
+    @exclusivity(unchecked) open var httpShouldUsePipelining = false
     /// Accepted; no effect on Linux.
-    open var networkServiceType: URLRequest.NetworkServiceType = .default
+    @exclusivity(unchecked) open var networkServiceType: URLRequest.NetworkServiceType = .default
     /// Accepted; no effect on Linux.
-    open var allowsCellularAccess = true
+    @exclusivity(unchecked) open var allowsCellularAccess = true
     /// Accepted; no effect on Linux.
-    open var allowsExpensiveNetworkAccess = true
+    @exclusivity(unchecked) open var allowsExpensiveNetworkAccess = true
     /// Accepted; no effect on Linux.
-    open var allowsConstrainedNetworkAccess = true
+    @exclusivity(unchecked) open var allowsConstrainedNetworkAccess = true
     /// Accepted; no effect on Linux.
-    open var waitsForConnectivity = false
+    @exclusivity(unchecked) open var waitsForConnectivity = false
     /// Accepted; no effect on Linux.
-    open var isDiscretionary = false
+    @exclusivity(unchecked) open var isDiscretionary = false
     /// Accepted; no effect on Linux.
-    open var sessionSendsLaunchEvents = true
+    @exclusivity(unchecked) open var sessionSendsLaunchEvents = true
     /// Accepted; no effect on Linux.
-    open var sharedContainerIdentifier: String?
+    @exclusivity(unchecked) open var sharedContainerIdentifier: String?
     /// Accepted; no effect on Linux.
-    open var shouldUseExtendedBackgroundIdleMode = false
+    @exclusivity(unchecked) open var shouldUseExtendedBackgroundIdleMode = false
     /// `URLProtocol` subclasses that load this session's requests, consulted in order before
     /// the built-in HTTP, `data:` and `file:` loading (the first whose `canInit(with:)` says
     /// yes loads the request). Empty by default, so `protocolClasses?.insert(Mock.self, at: 0)`
     /// works as on Apple platforms.
-    open var protocolClasses: [AnyClass]? = []
+    @exclusivity(unchecked) open var protocolClasses: [AnyClass]? = []
 
     init(kind: Kind) {
         self.kind = kind

@@ -27,20 +27,20 @@ public final class HTTP2ClientSession {
     }
 
     public let configuration: HTTP2Configuration
-    public weak var delegate: HTTP2SessionDelegate?
-    var session: OpaquePointer!
-    var streams: [Int32: StreamState] = [:]
+    @exclusivity(unchecked) public weak var delegate: HTTP2SessionDelegate?
+    @exclusivity(unchecked) var session: OpaquePointer!
+    @exclusivity(unchecked) var streams: [Int32: StreamState] = [:]
     /// The server's SETTINGS_MAX_CONCURRENT_STREAMS; 100 (RFC 9113's suggested minimum)
     /// until it says otherwise.
-    public private(set) var remoteMaxConcurrentStreams = 100
+    @exclusivity(unchecked) public private(set) var remoteMaxConcurrentStreams = 100
     /// Set after a GOAWAY from the server.
-    public private(set) var goAwayLastStreamID: Int32?
+    @exclusivity(unchecked) public private(set) var goAwayLastStreamID: Int32?
     /// nghttp2's words for the last connection-level error it found in the peer's bytes.
-    var lastErrorMessage: String?
+    @exclusivity(unchecked) var lastErrorMessage: String?
     /// True after ``goAway()``: the session ends on our request, not an error.
-    var terminatedLocally = false
+    @exclusivity(unchecked) var terminatedLocally = false
     /// The error code of a GOAWAY nghttp2 sent because the peer broke the protocol.
-    var sentGoAwayError: UInt32?
+    @exclusivity(unchecked) var sentGoAwayError: UInt32?
 
     public init(configuration: HTTP2Configuration = HTTP2Configuration(), delegate: HTTP2SessionDelegate? = nil) throws(HTTP2Error) {
         self.configuration = configuration
@@ -129,6 +129,12 @@ public final class HTTP2ClientSession {
         } catch {
             throw .invalidRequest(error)
         }
+        return try submitValidatedRequest(head, body: body)
+    }
+
+    /// ``submitRequest(_:body:)`` for a head that already passed `HTTPRequestHead.validate()`
+    /// (the transport validates every request once, before it reaches a pool).
+    public func submitValidatedRequest(_ head: HTTPRequestHead, body: HTTP2RequestBody) throws(HTTP2SubmitError) -> Int32 {
         // One buffer holds every name and value (names lower-cased), sized up front; the nv
         // array points into it. Nothing here makes a String per field.
         let pseudo: [(StaticString, String)] = [
@@ -140,30 +146,18 @@ public final class HTTP2ClientSession {
         for (name, value) in pseudo { capacity += name.utf8CodeUnitCount + value.utf8.count }
         head.fields.forEachField { name, value in capacity += name.count + value.count }
         capacity += length.map { 14 + $0.utf8.count } ?? 0
-        var storage: [UInt8] = []
-        storage.reserveCapacity(capacity)
-        var ranges: [(Range<Int>, Range<Int>)] = []
-        ranges.reserveCapacity(pseudo.count + head.fields.count + 1)
-        func add<Name: Sequence<UInt8>, Value: Sequence<UInt8>>(_ name: Name, _ value: Value, lowerCasingName: Bool = false) {
-            let nameStart = storage.count
-            storage.append(contentsOf: name)
-            if lowerCasingName {
-                for index in nameStart..<storage.count { storage[index] = HTTPFieldValidation.lowercased(storage[index]) }
-            }
-            let valueStart = storage.count
-            storage.append(contentsOf: value)
-            ranges.append((nameStart..<valueStart, valueStart..<storage.count))
-        }
+        var block = RequestBlock(capacity: capacity, fields: pseudo.count + head.fields.count + 1)
         for (name, value) in pseudo {
-            add(UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), value.utf8)
+            block.add(UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), value.utf8)
         }
         head.fields.forEachField { name, value in
             guard let kept = Self.keptName(name, value: value) else { return }
-            add(name, value, lowerCasingName: kept == .lowerCased)
+            block.add(name, value, lowerCasingName: kept == .lowerCased)
         }
-        if let length { add("content-length".utf8, length.utf8) }
+        if let length { block.add("content-length".utf8, length.utf8) }
         var provider = courier_nghttp2_data_provider(readBodyCallback)
-        let streamID: Int32 = storage.withUnsafeMutableBufferPointer { bytes in
+        let ranges = block.ranges
+        let streamID: Int32 = block.bytes.withUnsafeMutableBufferPointer { bytes in
             var nva = ranges.map { name, value in
                 nghttp2_nv(
                     name: bytes.baseAddress! + name.lowerBound, value: bytes.baseAddress! + value.lowerBound,
@@ -178,6 +172,30 @@ public final class HTTP2ClientSession {
         guard streamID > 0 else { throw .streamUnavailable(String(cString: nghttp2_strerror(streamID))) }
         streams[streamID] = StreamState()
         return streamID
+    }
+
+    /// A request's header block as nghttp2 takes it: every name and value in one buffer, with
+    /// their offsets. A value type with mutating methods rather than a local function over
+    /// captured arrays: captured variables get a runtime exclusivity check at every use.
+    private struct RequestBlock {
+        var bytes: [UInt8] = []
+        var ranges: [(Range<Int>, Range<Int>)] = []
+
+        init(capacity: Int, fields: Int) {
+            bytes.reserveCapacity(capacity)
+            ranges.reserveCapacity(fields)
+        }
+
+        mutating func add<Name: Sequence<UInt8>, Value: Sequence<UInt8>>(_ name: Name, _ value: Value, lowerCasingName: Bool = false) {
+            let nameStart = bytes.count
+            bytes.append(contentsOf: name)
+            if lowerCasingName {
+                for index in nameStart..<bytes.count { bytes[index] = HTTPFieldValidation.lowercased(bytes[index]) }
+            }
+            let valueStart = bytes.count
+            bytes.append(contentsOf: value)
+            ranges.append((nameStart..<valueStart, valueStart..<bytes.count))
+        }
     }
 
     /// More body bytes are available for a stream whose source said "not ready".
@@ -254,10 +272,15 @@ public final class HTTP2ClientSession {
     // MARK: Callback bodies
 
     func beginHeaders(_ streamID: Int32) {
-        streams[streamID]?.fieldBytes.removeAll(keepingCapacity: true)
-        streams[streamID]?.fieldLocations.removeAll(keepingCapacity: true)
-        streams[streamID]?.status = nil
-        streams[streamID]?.headerBytes = 0
+        guard let index = streams.index(forKey: streamID) else { return }
+        Self.restartBlock(&streams.values[index])
+    }
+
+    private static func restartBlock(_ state: inout StreamState) {
+        state.fieldBytes.removeAll(keepingCapacity: true)
+        state.fieldLocations.removeAll(keepingCapacity: true)
+        state.status = nil
+        state.headerBytes = 0
     }
 
     /// Room a header block's fields get at once, so that a typical response head is collected
@@ -267,19 +290,26 @@ public final class HTTP2ClientSession {
 
     /// Returns false to reset the stream (header list too large).
     func header(_ streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard streams[streamID] != nil else { return true }
+        // One lookup a field: the state is changed in place through its index.
+        guard let index = streams.index(forKey: streamID) else { return true }
+        return Self.collect(name: name, value: value, into: &streams.values[index], limit: configuration.maxHeaderListSize)
+    }
+
+    private static func collect(
+        name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, into state: inout StreamState, limit: Int
+    ) -> Bool {
         // RFC 9113 section 6.5.2: each field counts its name, its value and 32 octets.
-        streams[streamID]!.headerBytes += name.count + value.count + 32
-        if streams[streamID]!.headerBytes > configuration.maxHeaderListSize {
-            streams[streamID]!.headerListTooLarge = true
+        state.headerBytes += name.count + value.count + 32
+        if state.headerBytes > limit {
+            state.headerListTooLarge = true
             return false
         }
         if name.first == UInt8(ascii: ":") {
             // nghttp2 has checked the pseudo-fields: only :status reaches a client.
-            if name.elementsEqual(":status".utf8) { streams[streamID]!.status = Self.decimal(value) }
+            if name.elementsEqual(":status".utf8) { state.status = decimal(value) }
             return true
         }
-        Self.appendField(name: name, value: value, to: &streams[streamID]!)
+        appendField(name: name, value: value, to: &state)
         return true
     }
 

@@ -63,13 +63,13 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     private let finished = Mutex(false)
 
     // Loop-confined state.
-    private var localJobs = Deque<LocalJob>()
-    private var timers = TimerQueue<LocalJob>()
-    private var registrations: [UInt64: Registration] = [:]
-    private var nextToken: UInt64 = 1
+    @exclusivity(unchecked) private var localJobs = Deque<LocalJob>()
+    @exclusivity(unchecked) private var timers = TimerQueue<LocalJob>()
+    @exclusivity(unchecked) private var registrations: [UInt64: Registration] = [:]
+    @exclusivity(unchecked) private var nextToken: UInt64 = 1
     /// The time the loop last woke up; loop thread only. Cheaper than reading the clock for
     /// bookkeeping that tolerates the length of one turn (idle timers, activity stamps).
-    public private(set) var now = ContinuousClock.now
+    @exclusivity(unchecked) public private(set) var now = ContinuousClock.now
     /// A receive buffer shared by every socket on this loop; lent to readers for one callback.
     public let readBuffer: UnsafeMutableRawBufferPointer
 

@@ -26,22 +26,22 @@ public protocol StreamChannelDelegate: AnyObject {
 public final class StreamChannel: IOEventHandler {
     public let loop: EventLoop
     /// The socket; -1 once closed.
-    public private(set) var fd: Int32
-    public var delegate: StreamChannelDelegate?
+    @exclusivity(unchecked) public private(set) var fd: Int32
+    @exclusivity(unchecked) public var delegate: StreamChannelDelegate?
     public let localAddress: SocketAddress?
     public let remoteAddress: SocketAddress?
 
-    private var token: RegistrationToken?
-    private var pending = ByteBuffer()
-    private var readingPaused = false
-    private var peerClosed = false
-    private var writeInterest = false
+    @exclusivity(unchecked) private var token: RegistrationToken?
+    @exclusivity(unchecked) private var pending = ByteBuffer()
+    @exclusivity(unchecked) private var readingPaused = false
+    @exclusivity(unchecked) private var peerClosed = false
+    @exclusivity(unchecked) private var writeInterest = false
     /// A failure is queued for the next turn; further writes are dropped.
-    private var failurePending = false
+    @exclusivity(unchecked) private var failurePending = false
     /// The socket hung up while reading was paused: it is out of epoll until reading resumes.
-    private var hungUpWhilePaused = false
+    @exclusivity(unchecked) private var hungUpWhilePaused = false
     /// The peer shut down its sending side while reading was paused.
-    private var peerHalfClosedWhilePaused = false
+    @exclusivity(unchecked) private var peerHalfClosedWhilePaused = false
     /// Largest number of reads per readiness event, so one busy socket cannot starve the rest.
     private static let maxReadsPerEvent = 4
 

@@ -43,25 +43,25 @@ final class HTTP1Connection: TransportStreamDelegate {
     let loop: EventLoop
     let stream: TransportStream
     /// Told of the connection's events until it closes; nil after, so no late event reaches it.
-    weak var pool: PoolDriver?
+    @exclusivity(unchecked) weak var pool: PoolDriver?
     /// The same pool, kept after the connection closes: an exchange that reaches the connection
     /// just as it dies must still go back to the pool to be retried.
-    private weak var owner: PoolDriver?
-    private var parser = HTTP1ResponseParser()
-    private var active: Active?
-    private var requestsCarried = 0
+    @exclusivity(unchecked) private weak var owner: PoolDriver?
+    @exclusivity(unchecked) private var parser = HTTP1ResponseParser()
+    @exclusivity(unchecked) private var active: Active?
+    @exclusivity(unchecked) private var requestsCarried = 0
     /// Response bytes read while the exchange was paused, waiting to be parsed.
-    private var stash = ByteBuffer()
-    private var sendBuffer = ByteBuffer(capacity: 1024)
-    private var timeoutTimer: TimerID?
+    @exclusivity(unchecked) private var stash = ByteBuffer()
+    @exclusivity(unchecked) private var sendBuffer = ByteBuffer(capacity: 1024)
+    @exclusivity(unchecked) private var timeoutTimer: TimerID?
     /// When `timeoutTimer` fires; kept for the next exchange whose timeout is no earlier.
-    private var timeoutTimerFires: ContinuousClock.Instant?
+    @exclusivity(unchecked) private var timeoutTimerFires: ContinuousClock.Instant?
     /// The pool's idle timer, kept across exchanges (see ``IdleTimer``).
     private lazy var poolIdleTimer = IdleTimer(loop: loop) { [weak self] in
         guard let self else { return }
         pool?.idleTimeoutFired(id)
     }
-    private(set) var isClosed = false
+    @exclusivity(unchecked) private(set) var isClosed = false
     let establishedAt: ContinuousClock.Instant
     let connectTimings: ConnectTimings
 
@@ -209,13 +209,13 @@ final class HTTP1Connection: TransportStreamDelegate {
         closeAndTellPool()
     }
 
-    private var pendingEOF = false
+    @exclusivity(unchecked) private var pendingEOF = false
     /// Nesting depth of ``parse(_:)``; while above zero, a finished exchange waits for the
     /// parse to end (see ``finishActive(_:)``).
-    private var parseDepth = 0
+    @exclusivity(unchecked) private var parseDepth = 0
     /// A response that ended inside ``parse(_:)``: released (or closed) and delivered when the
     /// parse is over.
-    private var completionAfterParse: Completion?
+    @exclusivity(unchecked) private var completionAfterParse: Completion?
 
     /// A successful exchange on its way out.
     struct Completion {
@@ -226,7 +226,7 @@ final class HTTP1Connection: TransportStreamDelegate {
         var reusable: Bool
     }
     /// False when TLS ended without close_notify: a close-delimited body is then truncated.
-    private var endedCleanly = true
+    @exclusivity(unchecked) private var endedCleanly = true
 
     // MARK: Parsing
 

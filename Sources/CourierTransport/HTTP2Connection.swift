@@ -22,17 +22,17 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     /// copied out of the dictionary and back each time (its stash with it).
     final class Stream {
         let exchange: HTTPExchange
-        var metrics: ExchangeMetrics
-        var body: BodySource
-        var bodyBytesSent: Int64 = 0
-        var paused = false
-        var stash: [UInt8] = []
-        var receivedResponseBytes = false
-        var trailers: HTTPFields?
-        var lastActivity: ContinuousClock.Instant
-        var timer: TimerID?
+        @exclusivity(unchecked) var metrics: ExchangeMetrics
+        @exclusivity(unchecked) var body: BodySource
+        @exclusivity(unchecked) var bodyBytesSent: Int64 = 0
+        @exclusivity(unchecked) var paused = false
+        @exclusivity(unchecked) var stash: [UInt8] = []
+        @exclusivity(unchecked) var receivedResponseBytes = false
+        @exclusivity(unchecked) var trailers: HTTPFields?
+        @exclusivity(unchecked) var lastActivity: ContinuousClock.Instant
+        @exclusivity(unchecked) var timer: TimerID?
         /// The stream ended while its reader was paused: completion waits for the stash.
-        var endedWhilePaused = false
+        @exclusivity(unchecked) var endedWhilePaused = false
 
         init(exchange: HTTPExchange, metrics: ExchangeMetrics, body: BodySource, lastActivity: ContinuousClock.Instant) {
             self.exchange = exchange
@@ -46,27 +46,27 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     let loop: EventLoop
     let stream: TransportStream
     /// Told of the connection's events until it closes; nil after, so no late event reaches it.
-    weak var pool: PoolDriver?
+    @exclusivity(unchecked) weak var pool: PoolDriver?
     /// The same pool, kept after the connection closes: an exchange that reaches the connection
     /// just as it dies must still go back to the pool to be retried.
-    private weak var owner: PoolDriver?
+    @exclusivity(unchecked) private weak var owner: PoolDriver?
     /// Set when the connection has started to fail its streams on its way to closing: from then
     /// on it takes no new exchange and frees no stream slot in the pool, which would otherwise
     /// hand a waiting request to a connection about to die.
-    private var isRetiring = false
+    @exclusivity(unchecked) private var isRetiring = false
     /// True while nghttp2 is receiving or sending: its callbacks reach the pool, which may hand
     /// this connection a new exchange at once, and nghttp2 must not be re-entered to send it.
     /// A flush asked for meanwhile runs when the outer call returns.
-    private var inSessionIO = false
+    @exclusivity(unchecked) private var inSessionIO = false
     /// The connection opens no more streams (see ``retireFromPool()``).
-    private var isExhausted = false
-    private var flushRequested = false
-    private var session: HTTP2ClientSession!
-    private var streams: [Int32: Stream] = [:]
-    private var streamsByExchange: [ObjectIdentifier: Int32] = [:]
-    private var outgoing = ByteBuffer()
-    private var streamsCarried = 0
-    private(set) var isClosed = false
+    @exclusivity(unchecked) private var isExhausted = false
+    @exclusivity(unchecked) private var flushRequested = false
+    @exclusivity(unchecked) private var session: HTTP2ClientSession!
+    @exclusivity(unchecked) private var streams: [Int32: Stream] = [:]
+    @exclusivity(unchecked) private var streamsByExchange: [ObjectIdentifier: Int32] = [:]
+    @exclusivity(unchecked) private var outgoing = ByteBuffer()
+    @exclusivity(unchecked) private var streamsCarried = 0
+    @exclusivity(unchecked) private(set) var isClosed = false
     /// The pool's idle timer, kept across streams (see ``IdleTimer``).
     private lazy var poolIdleTimer = IdleTimer(loop: loop) { [weak self] in
         guard let self else { return }
@@ -74,7 +74,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     }
     /// While idle, a PING every ``idlePingInterval``; kept across streams too.
     private lazy var pingTimer = IdleTimer(loop: loop) { [weak self] in self?.pingWhileIdle() }
-    private var awaitingPing = false
+    @exclusivity(unchecked) private var awaitingPing = false
     private let connectTimings: ConnectTimings
     /// Streams assumed allowed until the server's SETTINGS say otherwise (RFC 9113 section
     /// 6.5.2 recommends no fewer than 100).
@@ -147,7 +147,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         }
         let streamID: Int32
         do {
-            streamID = try session.submitRequest(request.head, body: kind)
+            streamID = try session.submitValidatedRequest(request.head, body: kind)
         } catch .invalidRequest(let error) {
             exchange.fail(.localProtocol(error), metrics: metrics)
             pool?.streamClosed(id)

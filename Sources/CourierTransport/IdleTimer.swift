@@ -13,11 +13,11 @@ import CourierReactor
 final class IdleTimer {
     private let loop: EventLoop
     private let onExpiry: () -> Void
-    private var timer: TimerID?
+    @exclusivity(unchecked) private var timer: TimerID?
     /// When the armed timer fires.
-    private var firesAt: ContinuousClock.Instant?
+    @exclusivity(unchecked) private var firesAt: ContinuousClock.Instant?
     /// When the current idle period has lasted the whole delay; nil while busy.
-    private var due: ContinuousClock.Instant?
+    @exclusivity(unchecked) private var due: ContinuousClock.Instant?
 
     /// `onExpiry` runs on `loop` once the connection has been idle for the whole delay.
     init(loop: EventLoop, onExpiry: @escaping () -> Void) {

@@ -22,18 +22,18 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
     let channel: StreamChannel
     let engine: TLSEngine
     let origin: Origin
-    weak var delegate: TransportStreamDelegate?
-    private(set) var tls: TLSDetails?
-    private var phase = Phase.handshaking
-    private var completion: HandshakeCompletion?
-    private var handshakeTimer: TimerID?
-    private var outgoing = ByteBuffer()
-    private var readingPaused = false
-    private var sawEOF = false
+    @exclusivity(unchecked) weak var delegate: TransportStreamDelegate?
+    @exclusivity(unchecked) private(set) var tls: TLSDetails?
+    @exclusivity(unchecked) private var phase = Phase.handshaking
+    @exclusivity(unchecked) private var completion: HandshakeCompletion?
+    @exclusivity(unchecked) private var handshakeTimer: TimerID?
+    @exclusivity(unchecked) private var outgoing = ByteBuffer()
+    @exclusivity(unchecked) private var readingPaused = false
+    @exclusivity(unchecked) private var sawEOF = false
     /// close_notify was sent (``finishWriting()``): nothing more is written.
-    private var writeFinished = false
+    @exclusivity(unchecked) private var writeFinished = false
     private let sessionCache: TLSSessionCache
-    private var trusted = false
+    @exclusivity(unchecked) private var trusted = false
     private let handshakeStart = ContinuousClock.now
     private let securityDelegate: ConnectionSecurityDelegate?
     /// Finds the request a challenge is for (the oldest one waiting), at the time it is raised.
