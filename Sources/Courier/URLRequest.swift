@@ -21,37 +21,142 @@ public struct URLRequest: Equatable, Hashable, @unchecked Sendable {
     /// The default `timeoutInterval`, in seconds.
     static let defaultTimeoutInterval: TimeInterval = 60
 
-    public var url: URL?
-    public var cachePolicy: CachePolicy
+    // Design note: every property lives in one reference-counted box, copied when a shared
+    // box is about to change. A request is copied many times on its way through a task (the
+    // task's state, the builder, the cache and cookie steps); with a dozen references among
+    // its properties, each copy retained them all.
+    private final class Storage: @unchecked Sendable {
+        // A box is changed only while one request holds it (uniqueStorage()), so two
+        // threads never write it at once and the runtime's exclusivity checks are not needed.
+        @exclusivity(unchecked) var url: URL?
+        @exclusivity(unchecked) var cachePolicy: CachePolicy
+        @exclusivity(unchecked) var mainDocumentURL: URL?
+        @exclusivity(unchecked) var networkServiceType: NetworkServiceType = .default
+        @exclusivity(unchecked) var allowsCellularAccess = true
+        @exclusivity(unchecked) var allowsExpensiveNetworkAccess = true
+        @exclusivity(unchecked) var allowsConstrainedNetworkAccess = true
+        @exclusivity(unchecked) var assumesHTTP3Capable = false
+        @exclusivity(unchecked) var requiresDNSSECValidation = false
+        @exclusivity(unchecked) var httpShouldHandleCookies = true
+        @exclusivity(unchecked) var httpShouldUsePipelining = true
+        @exclusivity(unchecked) var timeoutInterval: TimeInterval
+        @exclusivity(unchecked) var isTimeoutIntervalSet = false
+        @exclusivity(unchecked) var method = "GET"
+        @exclusivity(unchecked) var headerFields: [(name: String, value: String)] = []
+        @exclusivity(unchecked) var body: Body = .none
+        @exclusivity(unchecked) var protocolProperties: [String: Any] = [:]
+
+        init(url: URL?, cachePolicy: CachePolicy, timeoutInterval: TimeInterval) {
+            self.url = url
+            self.cachePolicy = cachePolicy
+            self.timeoutInterval = timeoutInterval
+        }
+
+        init(copying other: Storage) {
+            url = other.url
+            cachePolicy = other.cachePolicy
+            mainDocumentURL = other.mainDocumentURL
+            networkServiceType = other.networkServiceType
+            allowsCellularAccess = other.allowsCellularAccess
+            allowsExpensiveNetworkAccess = other.allowsExpensiveNetworkAccess
+            allowsConstrainedNetworkAccess = other.allowsConstrainedNetworkAccess
+            assumesHTTP3Capable = other.assumesHTTP3Capable
+            requiresDNSSECValidation = other.requiresDNSSECValidation
+            httpShouldHandleCookies = other.httpShouldHandleCookies
+            httpShouldUsePipelining = other.httpShouldUsePipelining
+            timeoutInterval = other.timeoutInterval
+            isTimeoutIntervalSet = other.isTimeoutIntervalSet
+            method = other.method
+            headerFields = other.headerFields
+            body = other.body
+            protocolProperties = other.protocolProperties
+        }
+    }
+
+    private var storage: Storage
+
+    /// The box, copied first when another request shares it.
+    private mutating func uniqueStorage() -> Storage {
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(copying: storage) }
+        return storage
+    }
+
+    public var url: URL? {
+        get { storage.url }
+        set { uniqueStorage().url = newValue }
+    }
+    public var cachePolicy: CachePolicy {
+        get { storage.cachePolicy }
+        set { uniqueStorage().cachePolicy = newValue }
+    }
     /// Seconds of silence before the request times out. Assigning it makes it win over the
     /// session's `timeoutIntervalForRequest`; the initializer's value does not.
     public var timeoutInterval: TimeInterval {
-        get { storedTimeoutInterval }
+        get { storage.timeoutInterval }
         set {
-            storedTimeoutInterval = newValue
-            isTimeoutIntervalSet = true
+            let storage = uniqueStorage()
+            storage.timeoutInterval = newValue
+            storage.isTimeoutIntervalSet = true
         }
     }
-    public var mainDocumentURL: URL?
-    public var networkServiceType: NetworkServiceType = .default
-    public var allowsCellularAccess = true
-    public var allowsExpensiveNetworkAccess = true
-    public var allowsConstrainedNetworkAccess = true
+    public var mainDocumentURL: URL? {
+        get { storage.mainDocumentURL }
+        set { uniqueStorage().mainDocumentURL = newValue }
+    }
+    public var networkServiceType: NetworkServiceType {
+        get { storage.networkServiceType }
+        set { uniqueStorage().networkServiceType = newValue }
+    }
+    public var allowsCellularAccess: Bool {
+        get { storage.allowsCellularAccess }
+        set { uniqueStorage().allowsCellularAccess = newValue }
+    }
+    public var allowsExpensiveNetworkAccess: Bool {
+        get { storage.allowsExpensiveNetworkAccess }
+        set { uniqueStorage().allowsExpensiveNetworkAccess = newValue }
+    }
+    public var allowsConstrainedNetworkAccess: Bool {
+        get { storage.allowsConstrainedNetworkAccess }
+        set { uniqueStorage().allowsConstrainedNetworkAccess = newValue }
+    }
     /// Accepted; Courier speaks HTTP/1.1 and HTTP/2.
-    public var assumesHTTP3Capable = false
-    public var requiresDNSSECValidation = false
-    public var httpShouldHandleCookies = true
-    public var httpShouldUsePipelining = true
+    public var assumesHTTP3Capable: Bool {
+        get { storage.assumesHTTP3Capable }
+        set { uniqueStorage().assumesHTTP3Capable = newValue }
+    }
+    public var requiresDNSSECValidation: Bool {
+        get { storage.requiresDNSSECValidation }
+        set { uniqueStorage().requiresDNSSECValidation = newValue }
+    }
+    public var httpShouldHandleCookies: Bool {
+        get { storage.httpShouldHandleCookies }
+        set { uniqueStorage().httpShouldHandleCookies = newValue }
+    }
+    public var httpShouldUsePipelining: Bool {
+        get { storage.httpShouldUsePipelining }
+        set { uniqueStorage().httpShouldUsePipelining = newValue }
+    }
 
-    private var storedTimeoutInterval: TimeInterval
     /// True once `timeoutInterval` was assigned.
-    private(set) var isTimeoutIntervalSet = false
-    private var method = "GET"
+    var isTimeoutIntervalSet: Bool { storage.isTimeoutIntervalSet }
+    private var method: String {
+        get { storage.method }
+        set { uniqueStorage().method = newValue }
+    }
     /// Header fields in the order they were first set.
-    private var headerFields: [(name: String, value: String)] = []
-    private var body: Body = .none
+    private var headerFields: [(name: String, value: String)] {
+        get { storage.headerFields }
+        _modify { yield &uniqueStorage().headerFields }
+    }
+    private var body: Body {
+        get { storage.body }
+        set { uniqueStorage().body = newValue }
+    }
     /// What `URLProtocol.setProperty(_:forKey:in:)` stored; not part of equality.
-    var protocolProperties: [String: Any] = [:]
+    var protocolProperties: [String: Any] {
+        get { storage.protocolProperties }
+        _modify { yield &uniqueStorage().protocolProperties }
+    }
 
     private enum Body {
         case none
@@ -60,9 +165,7 @@ public struct URLRequest: Equatable, Hashable, @unchecked Sendable {
     }
 
     public init(url: URL, cachePolicy: CachePolicy = .useProtocolCachePolicy, timeoutInterval: TimeInterval = 60.0) {
-        self.url = url
-        self.cachePolicy = cachePolicy
-        self.storedTimeoutInterval = timeoutInterval
+        storage = Storage(url: url, cachePolicy: cachePolicy, timeoutInterval: timeoutInterval)
     }
 
     /// The HTTP method; "GET" unless set. Common methods are upper-cased; nil restores "GET".
