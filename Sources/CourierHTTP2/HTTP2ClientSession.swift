@@ -41,6 +41,8 @@ public final class HTTP2ClientSession {
     @exclusivity(unchecked) var terminatedLocally = false
     /// The error code of a GOAWAY nghttp2 sent because the peer broke the protocol.
     @exclusivity(unchecked) var sentGoAwayError: UInt32?
+    /// The blocks nghttp2 allocates for this session come from here (courier_h2_pool_create).
+    private var memoryPool: UnsafeMutablePointer<courier_h2_pool>?
 
     public init(configuration: HTTP2Configuration = HTTP2Configuration(), delegate: HTTP2SessionDelegate? = nil) throws(HTTP2Error) {
         self.configuration = configuration
@@ -60,8 +62,11 @@ public final class HTTP2ClientSession {
         defer { nghttp2_option_del(option) }
         nghttp2_option_set_no_auto_window_update(option, 1)
         nghttp2_option_set_peer_max_concurrent_streams(option, UInt32(remoteMaxConcurrentStreams))
+        var memory = nghttp2_mem()
+        guard let pool = courier_h2_pool_create(&memory) else { throw .setupFailed("out of memory") }
+        memoryPool = pool
         var created: OpaquePointer?
-        let status = nghttp2_session_client_new2(&created, callbacks, Unmanaged.passUnretained(self).toOpaque(), option)
+        let status = nghttp2_session_client_new3(&created, callbacks, Unmanaged.passUnretained(self).toOpaque(), option, &memory)
         guard status == 0, let created else { throw .setupFailed(String(cString: nghttp2_strerror(status))) }
         session = created
         var settings = [
@@ -76,6 +81,7 @@ public final class HTTP2ClientSession {
 
     deinit {
         nghttp2_session_del(session)
+        courier_h2_pool_destroy(memoryPool)
     }
 
     static func from(_ userData: UnsafeMutableRawPointer?) -> HTTP2ClientSession {
