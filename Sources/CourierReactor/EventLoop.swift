@@ -46,6 +46,10 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         /// True when a wake-up is already written and not yet consumed.
         var wakePending = false
         var stopping = false
+        /// True while the loop sleeps in epoll_wait, or is about to: a job queued then must
+        /// wake it. While it is awake it looks at the queue before it sleeps again, so a job
+        /// queued then needs no wake-up.
+        var parked = false
     }
 
     private struct Registration {
@@ -61,12 +65,20 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     private let incoming = Mutex(Incoming())
     private let threadID = Atomic<UInt>(0)
     private let finished = Mutex(false)
+    /// Held by the loop's thread for each turn, and released only while it waits for events;
+    /// a thread that borrows the loop (``runBorrowing(_:)``) holds it instead. The value is
+    /// true once the loop has stopped.
+    private let turn = Mutex(false)
+    /// The thread that has borrowed the loop, or 0.
+    private let borrower = Atomic<UInt>(0)
 
     // Loop-confined state.
     @exclusivity(unchecked) private var localJobs = Deque<LocalJob>()
     @exclusivity(unchecked) private var timers = TimerQueue<LocalJob>()
     @exclusivity(unchecked) private var registrations: [UInt64: Registration] = [:]
     @exclusivity(unchecked) private var nextToken: UInt64 = 1
+    /// The timer deadline the current wait for events ends at (nil: it waits until woken).
+    @exclusivity(unchecked) private var plannedTimer: ContinuousClock.Instant?
     /// The time the loop last woke up; loop thread only. Cheaper than reading the clock for
     /// bookkeeping that tolerates the length of one turn (idle timers, activity stamps).
     @exclusivity(unchecked) public private(set) var now = ContinuousClock.now
@@ -111,9 +123,10 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
 
     public var description: String { "EventLoop(\(index))" }
 
-    /// True when called on this loop's thread.
+    /// True when called on this loop's thread, or on a thread that has borrowed it.
     public var inEventLoop: Bool {
-        threadID.load(ordering: .relaxed) == UInt(pthread_self())
+        let current = UInt(pthread_self())
+        return threadID.load(ordering: .relaxed) == current || borrower.load(ordering: .relaxed) == current
     }
 
     /// Runs `job` on the loop, soon; callable from any thread.
@@ -126,11 +139,54 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
             // After shutdown the loop runs nothing more; the job is dropped.
             guard !state.stopping else { return false }
             state.jobs.append(job)
-            if state.wakePending { return false }
+            if state.wakePending || !state.parked { return false }
             state.wakePending = true
             return true
         }
         if needsWake { wake() }
+    }
+
+    /// Runs `job` now, on the calling thread, in the loop's place when the loop is waiting for
+    /// events; otherwise (the loop is busy, or stopped) as ``execute(_:)`` does.
+    ///
+    /// Design note: a request submitted from a thread of the global pool would otherwise wake
+    /// the loop's thread (an eventfd write, a context switch and an epoll_wait return) only to
+    /// write to a socket. The loop's thread holds the `turn` lock except while it waits in
+    /// epoll_wait, so a thread that takes the lock is alone with the loop's state, as the loop
+    /// would be: it runs the loop's queued work first, keeping the order of work submitted
+    /// before, then `job`. The loop's thread is woken afterwards only when that work left jobs
+    /// queued or a timer earlier than the one its wait ends at.
+    ///
+    /// - Warning: the caller must hold no lock that work on the loop may take: `job`, and the
+    ///   work queued before it, run inside this call.
+    public func runBorrowing(_ job: @escaping Job) {
+        if inEventLoop {
+            job()
+            return
+        }
+        let current = UInt(pthread_self())
+        let outcome = turn.withLockIfAvailable { stopped -> (ran: Bool, wake: Bool) in
+            guard !stopped else { return (false, false) }
+            let earlier = incoming.withLock { state -> [Job]? in
+                guard !state.stopping else { return nil }
+                defer { state.jobs = [] }
+                return state.jobs
+            }
+            guard let earlier else { return (false, false) }
+            borrower.store(current, ordering: .relaxed)
+            now = .now
+            runLocalJobs()
+            for queued in earlier { queued() }
+            job()
+            borrower.store(0, ordering: .relaxed)
+            let timerEarlier = timers.nextDeadline().map { next in plannedTimer.map { next < $0 } ?? true } ?? false
+            return (true, !localJobs.isEmpty || timerEarlier)
+        }
+        guard let outcome, outcome.ran else {
+            execute(job)
+            return
+        }
+        if outcome.wake { wake() }
     }
 
     /// Runs `job` on the loop after the current event has been handled; loop thread only.
@@ -217,27 +273,39 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         ).bindMemory(to: epoll_event.self, capacity: Self.eventBatch)
         defer { events.deallocate() }
 
+        var count: Int32 = 0
+        var timeout: Int32 = 0
         while true {
-            let timeout = waitTimeout()
-            let count = epoll_wait(epollFD, events, Int32(Self.eventBatch), timeout)
-            now = .now
-            if count > 0 {
-                for index in 0..<Int(count) {
-                    let token = courier_epoll_event_data(events + index)
-                    let bits = courier_epoll_event_events(events + index)
-                    if token == Self.wakeToken {
-                        var value: UInt64 = 0
-                        _ = Glibc.read(wakeFD, &value, 8)
-                        continue
+            // One turn, under the lock: the events of the last wait, due timers, queued work.
+            let stopping = turn.withLock { stopped -> Bool in
+                now = .now
+                if count > 0 {
+                    for index in 0..<Int(count) {
+                        let token = courier_epoll_event_data(events + index)
+                        let bits = courier_epoll_event_events(events + index)
+                        if token == Self.wakeToken {
+                            var value: UInt64 = 0
+                            _ = Glibc.read(wakeFD, &value, 8)
+                            continue
+                        }
+                        // A borrowing thread may have removed it since the wait returned.
+                        guard let registration = registrations[token] else { continue }
+                        registration.handler.handleIOEvents(IOEvents(rawValue: bits))
                     }
-                    guard let registration = registrations[token] else { continue }
-                    registration.handler.handleIOEvents(IOEvents(rawValue: bits))
                 }
+                while let job = timers.popNextDue(now: now) { job() }
+                if takeIncomingJobs() {
+                    stopped = true
+                    return true
+                }
+                runLocalJobs()
+                timeout = prepareWait()
+                return false
             }
-            while let job = timers.popNextDue(now: now) { job() }
-            if takeIncomingJobs() { break }
-            runLocalJobs()
+            if stopping { break }
+            count = epoll_wait(epollFD, events, Int32(Self.eventBatch), timeout)
         }
+        // Stopped: no thread borrows the loop any more.
         runLocalJobs()
         registrations.removeAll()
         Glibc.close(epollFD)
@@ -246,12 +314,27 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         finished.withLock { $0 = true }
     }
 
+    /// The milliseconds the next epoll_wait may sleep. When it may sleep, the loop is marked
+    /// parked first (with no job queued), so that a job queued from then on wakes it.
+    private func prepareWait() -> Int32 {
+        plannedTimer = timers.nextDeadline()
+        let timeout = waitTimeout()
+        if timeout == 0 { return 0 }
+        let parked = incoming.withLock { state -> Bool in
+            guard state.jobs.isEmpty, !state.stopping else { return false }
+            state.parked = true
+            return true
+        }
+        return parked ? timeout : 0
+    }
+
     /// Moves jobs from other threads onto the local queue; returns true when the loop must stop.
     private func takeIncomingJobs() -> Bool {
         let (jobs, stopping) = incoming.withLock { state -> ([Job], Bool) in
             let jobs = state.jobs
             state.jobs = []
             state.wakePending = false
+            state.parked = false
             return (jobs, state.stopping)
         }
         for job in jobs { localJobs.append(job) }

@@ -40,6 +40,20 @@ public struct Mutex<Value: ~Copyable>: ~Copyable {
             return try body(&value)
         }
     }
+
+    /// Runs `body` with the lock held when it is free now; nil, without waiting, when another
+    /// thread holds it.
+    @inlinable
+    public borrowing func withLockIfAvailable<Result: ~Copyable, E: Error>(
+        _ body: (inout sending Value) throws(E) -> sending Result
+    ) throws(E) -> sending Result? {
+        let address = withUnsafePointer(to: self) { UnsafeMutableRawPointer(mutating: $0) }
+        return try base.withLockIfAvailable { (value: inout sending Value) throws(E) -> sending Result in
+            courier_tsan_acquire(address)
+            defer { courier_tsan_release(address) }
+            return try body(&value)
+        }
+    }
 }
 
 extension Mutex: @unchecked Sendable where Value: ~Copyable {}

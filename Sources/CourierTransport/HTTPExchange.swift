@@ -178,6 +178,14 @@ struct ConnectionHandle: @unchecked Sendable {
 
     var loop: EventLoop { connection.loop }
 
+    /// Runs `body` with the connection on its loop: at once when already there, else at once
+    /// in the loop's place when the loop is idle (``EventLoop/runBorrowing(_:)``), else queued.
+    /// For a caller that holds no lock.
+    func onLoopBorrowing(_ body: @escaping @Sendable (any PooledConnection) -> Void) {
+        let bound = self
+        connection.loop.runBorrowing { body(bound.connection) }
+    }
+
     /// Runs `body` with the connection on its loop: at once when already there.
     func onLoop(_ body: @escaping @Sendable (any PooledConnection) -> Void) {
         let connection = self.connection

@@ -105,6 +105,10 @@ public final class HTTPTransport: Sendable {
     }
 
     /// Starts an exchange made by ``makeExchange(_:delegate:)``.
+    ///
+    /// - Warning: call it holding no lock that the exchange's delegate takes: when the
+    ///   connection's loop is idle, the request is sent from inside this call, and its first
+    ///   events (or its failure) reach the delegate before it returns.
     public func start(_ exchange: HTTPExchange) {
         let request = exchange.request
         if exchange.state.withLock({ $0.cancelRequested }) {
@@ -123,7 +127,8 @@ public final class HTTPTransport: Sendable {
         }
         switch environment {
         case .success(let environment):
-            pool(for: request.connectionKey, in: environment).submit(exchange)
+            // Callers start exchanges holding no lock: an idle loop may be borrowed.
+            pool(for: request.connectionKey, in: environment).submit(exchange, entry: .borrowing)
         case .failure(let error):
             exchange.fail(.dial(.connect(.connect(error))))
         }

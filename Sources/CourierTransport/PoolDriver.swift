@@ -57,7 +57,7 @@ final class PoolDriver: Sendable {
     /// Queues an exchange for a connection. Waiting counts against the request's timeouts, as
     /// URLSession's request timeout covers the wait for a connection: a request still waiting
     /// when its idle timeout or deadline passes fails as timed out.
-    func submit(_ exchange: HTTPExchange, requiresNewConnection: Bool = false) {
+    func submit(_ exchange: HTTPExchange, requiresNewConnection: Bool = false, entry: LoopEntry = .queued) {
         var waitTimer: (at: ContinuousClock.Instant, generation: Int)?
         var retired = false
         let actions = state.withLock { state -> [Action]? in
@@ -97,7 +97,7 @@ final class PoolDriver: Sendable {
             exchange.fail(.cancelled)
             return
         }
-        run(actions)
+        run(actions, entry: entry)
         if let waitTimer { armWaitTimer(waitTimer) }
     }
 
@@ -210,7 +210,16 @@ final class PoolDriver: Sendable {
 
     // MARK: Actions
 
-    private func run(_ actions: [Action]) {
+    /// How a request given to a connection reaches the connection's loop from another thread.
+    enum LoopEntry {
+        /// Queued for the loop's thread.
+        case queued
+        /// At once in the loop's place when the loop is idle (``EventLoop/runBorrowing(_:)``):
+        /// only for a caller that holds no lock.
+        case borrowing
+    }
+
+    private func run(_ actions: [Action], entry: LoopEntry = .queued) {
         // An idle connection that takes a request is told both in one trip to its loop.
         var cancelsIdleTimerOf: PoolConnectionID?
         for (index, action) in actions.enumerated() {
@@ -233,13 +242,13 @@ final class PoolDriver: Sendable {
                     submit(exchange, requiresNewConnection: true)
                     continue
                 }
-                if cancelsIdleTimer {
-                    connection.onLoop { connection in
-                        connection.cancelPoolIdleTimer()
-                        connection.execute(exchange)
-                    }
-                } else {
-                    connection.onLoop { $0.execute(exchange) }
+                let body: @Sendable (any PooledConnection) -> Void = { connection in
+                    if cancelsIdleTimer { connection.cancelPoolIdleTimer() }
+                    connection.execute(exchange)
+                }
+                switch entry {
+                case .queued: connection.onLoop(body)
+                case .borrowing: connection.onLoopBorrowing(body)
                 }
             case .failRequest(let requestID, let failure):
                 let exchange = state.withLock { state in

@@ -1,0 +1,135 @@
+import CourierReactor
+import CourierSync
+import Dispatch
+import Glibc
+import Testing
+
+/// Where a job ran: the thread, and whether that thread counted as the loop's.
+private struct Placement: Sendable {
+    var thread: UInt
+    var inLoop: Bool
+}
+
+/// Borrowing an idle loop (`runBorrowing`), and the wake-ups that queued work still gets.
+@Suite struct EventLoopBorrowingTests {
+    /// Calls `runBorrowing` from this thread until one job runs here, in the loop's place; an
+    /// idle loop lets the first or one of the next few do so. Returns that job's placement.
+    private func borrowOnce(_ loop: EventLoop, _ body: @escaping @Sendable () -> Void = {}) async -> Placement? {
+        for _ in 0..<200 {
+            let placement = Mutex<Placement?>(nil)
+            let caller = UInt(pthread_self())
+            loop.runBorrowing {
+                let here = UInt(pthread_self())
+                placement.withLock { $0 = Placement(thread: here, inLoop: loop.inEventLoop) }
+                if here == caller { body() }
+            }
+            if let ran = placement.withLock({ $0 }), ran.thread == caller { return ran }
+            // Queued instead (the loop was busy): let it finish and go idle.
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return nil
+    }
+
+    @Test func anIdleLoopIsBorrowedByTheCallingThread() async throws {
+        let loop = try EventLoop(name: "test-borrow")
+        defer { loop.shutdown() }
+        try await onLoop(loop) {}
+        let placement = await borrowOnce(loop)
+        #expect(placement != nil, "an idle loop was never borrowed")
+        #expect(placement?.inLoop == true, "the borrowing thread did not count as the loop's inside the job")
+        #expect(!loop.inEventLoop, "the thread still counts as the loop's after the job")
+    }
+
+    @Test func workQueuedBeforeRunsFirst() async throws {
+        let loop = try EventLoop(name: "test-borrow-order")
+        defer { loop.shutdown() }
+        let order = Recorder<Int>()
+        for round in 0..<200 {
+            loop.execute { order.record(2 * round) }
+            loop.runBorrowing { order.record(2 * round + 1) }
+            if round % 20 == 0 { try await Task.sleep(for: .milliseconds(2)) }
+        }
+        let ran = await order.wait(for: 400)
+        #expect(ran == Array(0..<400))
+    }
+
+    @Test func aTimerScheduledWhileBorrowedWakesTheLoop() async throws {
+        let loop = try EventLoop(name: "test-borrow-timer")
+        defer { loop.shutdown() }
+        try await onLoop(loop) {}
+        let fired = Recorder<UInt>()
+        // The loop sleeps with no timer at all: only a wake-up makes it see the new one.
+        let placement = await borrowOnce(loop) {
+            loop.scheduleTimer(after: .milliseconds(20)) { fired.record(UInt(pthread_self())) }
+        }
+        #expect(placement != nil)
+        let threads = await fired.wait(for: 1, timeout: .seconds(5))
+        #expect(threads.count == 1, "a timer scheduled by a borrowing thread never fired")
+        #expect(threads.first != placement?.thread, "the timer ran on the borrowing thread")
+    }
+
+    @Test func aJobQueuedWhileBorrowedRunsOnTheLoopsThread() async throws {
+        let loop = try EventLoop(name: "test-borrow-queue")
+        defer { loop.shutdown() }
+        try await onLoop(loop) {}
+        let ran = Recorder<Placement>()
+        let placement = await borrowOnce(loop) {
+            loop.execute { ran.record(Placement(thread: UInt(pthread_self()), inLoop: loop.inEventLoop)) }
+        }
+        #expect(placement != nil)
+        let later = await ran.wait(for: 1, timeout: .seconds(5))
+        #expect(later.count == 1, "a job queued by a borrowing thread never ran")
+        #expect(later.first?.thread != placement?.thread)
+        #expect(later.first?.inLoop == true)
+    }
+
+    @Test func aBusyLoopIsNotBorrowed() async throws {
+        let loop = try EventLoop(name: "test-borrow-busy")
+        defer { loop.shutdown() }
+        let release = DispatchSemaphore(value: 0)
+        let started = Flag()
+        // Blocking the loop is what the test is about; nothing else runs on this loop.
+        loop.execute {
+            started.set()
+            release.wait()
+        }
+        #expect(await eventually { started.isSet })
+        let caller = UInt(pthread_self())
+        let ran = Recorder<UInt>()
+        loop.runBorrowing { ran.record(UInt(pthread_self())) }
+        #expect(ran.count == 0, "the job ran while the loop was busy")
+        release.signal()
+        let threads = await ran.wait(for: 1, timeout: .seconds(5))
+        #expect(threads.count == 1)
+        #expect(threads.first != caller, "a busy loop's job ran on the caller's thread")
+    }
+
+    @Test func aJobQueuedWhileTheLoopIsAwakeStillRuns() async throws {
+        // The loop is busy, so the job is queued without a wake-up: the loop must look at its
+        // queue before it sleeps again.
+        let loop = try EventLoop(name: "test-awake-queue")
+        defer { loop.shutdown() }
+        for _ in 0..<50 {
+            let release = DispatchSemaphore(value: 0)
+            let started = Flag()
+            loop.execute {
+                started.set()
+                release.wait()
+            }
+            #expect(await eventually { started.isSet })
+            let ran = Flag()
+            loop.execute { ran.set() }
+            release.signal()
+            #expect(await eventually(timeout: .seconds(5)) { ran.isSet }, "a job queued while the loop was awake never ran")
+        }
+    }
+
+    @Test func aStoppedLoopIsNotBorrowed() async throws {
+        let loop = try EventLoop(name: "test-borrow-stopped")
+        loop.shutdown()
+        let ran = Flag()
+        loop.runBorrowing { ran.set() }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(!ran.isSet, "a job ran on a loop that had stopped")
+    }
+}
