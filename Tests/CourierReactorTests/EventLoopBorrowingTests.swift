@@ -30,6 +30,19 @@ private struct Placement: Sendable {
         return nil
     }
 
+    /// Keeps `loop` busy in a job until the returned semaphore is signalled; returns once the
+    /// job has started. Blocking the loop is what the tests using it are about.
+    private func occupy(_ loop: EventLoop) async -> DispatchSemaphore {
+        let release = DispatchSemaphore(value: 0)
+        let started = Flag()
+        loop.execute {
+            started.set()
+            release.wait()
+        }
+        #expect(await eventually { started.isSet })
+        return release
+    }
+
     @Test func anIdleLoopIsBorrowedByTheCallingThread() async throws {
         let loop = try EventLoop(name: "test-borrow")
         defer { loop.shutdown() }
@@ -86,14 +99,7 @@ private struct Placement: Sendable {
     @Test func aBusyLoopIsNotBorrowed() async throws {
         let loop = try EventLoop(name: "test-borrow-busy")
         defer { loop.shutdown() }
-        let release = DispatchSemaphore(value: 0)
-        let started = Flag()
-        // Blocking the loop is what the test is about; nothing else runs on this loop.
-        loop.execute {
-            started.set()
-            release.wait()
-        }
-        #expect(await eventually { started.isSet })
+        let release = await occupy(loop)
         let caller = UInt(pthread_self())
         let ran = Recorder<UInt>()
         loop.runBorrowing { ran.record(UInt(pthread_self())) }
@@ -110,13 +116,7 @@ private struct Placement: Sendable {
         let loop = try EventLoop(name: "test-awake-queue")
         defer { loop.shutdown() }
         for _ in 0..<50 {
-            let release = DispatchSemaphore(value: 0)
-            let started = Flag()
-            loop.execute {
-                started.set()
-                release.wait()
-            }
-            #expect(await eventually { started.isSet })
+            let release = await occupy(loop)
             let ran = Flag()
             loop.execute { ran.set() }
             release.signal()
