@@ -9,7 +9,7 @@ import Foundation
 ///
 /// A paused exchange stops consuming its stream's DATA, so flow control stops that stream's
 /// sender while the others go on; what arrived before the pause waits in the stream's stash.
-final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, PooledConnection {
+final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, PooledConnection, TurnEndHandler {
     /// Where a stream's request body comes from.
     enum BodySource {
         case none
@@ -61,6 +61,8 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     /// The connection opens no more streams (see ``retireFromPool()``).
     @exclusivity(unchecked) private var isExhausted = false
     @exclusivity(unchecked) private var flushRequested = false
+    /// A flush is due at the end of the loop's turn (``requestFlushAtEndOfTurn()``).
+    @exclusivity(unchecked) private var flushAtTurnEnd = false
     @exclusivity(unchecked) private var session: HTTP2ClientSession!
     @exclusivity(unchecked) private var streams: [Int32: Stream] = [:]
     @exclusivity(unchecked) private var streamsByExchange: [ObjectIdentifier: Int32] = [:]
@@ -165,7 +167,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         if !session.canOpenStream { retireFromPool() }
         armTimeout(streamID, request.idleTimeout, deadline: request.deadline)
         if pausedEarly { setReadingPaused(true, for: exchange) }
-        flush()
+        requestFlushAtEndOfTurn()
     }
 
     func cancel(_ exchange: HTTPExchange) {
@@ -194,6 +196,19 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     }
 
     // MARK: Bytes
+
+    /// Sends at the end of the loop's turn: the requests that tasks resumed in the same turn
+    /// submit go out in one TLS record and one write instead of one each.
+    private func requestFlushAtEndOfTurn() {
+        guard !flushAtTurnEnd else { return }
+        flushAtTurnEnd = true
+        loop.atEndOfTurn(self)
+    }
+
+    func loopTurnDidEnd() {
+        flushAtTurnEnd = false
+        flush()
+    }
 
     /// Sends what the session has queued, then acts on a connection error it found.
     private func flush() {

@@ -10,7 +10,19 @@ private struct Placement: Sendable {
     var inLoop: Bool
 }
 
-/// Borrowing an idle loop (`runBorrowing`), and the wake-ups that queued work still gets.
+/// Records when the loop tells it the turn ended.
+private final class TurnEndRecorder: TurnEndHandler, @unchecked Sendable {
+    let events: Recorder<String>
+    let label: String
+    init(_ events: Recorder<String>, _ label: String) {
+        self.events = events
+        self.label = label
+    }
+    func loopTurnDidEnd() { events.record(label) }
+}
+
+/// Borrowing an idle loop (`runBorrowing`), the wake-ups that queued work still gets, and the
+/// end of a turn (`atEndOfTurn`).
 @Suite struct EventLoopBorrowingTests {
     /// Calls `runBorrowing` from this thread until one job runs here, in the loop's place; an
     /// idle loop lets the first or one of the next few do so. Returns that job's placement.
@@ -131,5 +143,67 @@ private struct Placement: Sendable {
         loop.runBorrowing { ran.set() }
         try await Task.sleep(for: .milliseconds(50))
         #expect(!ran.isSet, "a job ran on a loop that had stopped")
+    }
+
+    @Test func turnEndHandlersRunAfterTheTurnsJobs() async throws {
+        let loop = try EventLoop(name: "test-turn-end")
+        defer { loop.shutdown() }
+        let events = Recorder<String>()
+        let handler = TurnEndRecorder(events, "end")
+        // Three jobs queued together run in one turn; the handler they all ask for is told
+        // after the last of them, once for each time it was asked.
+        loop.execute {
+            loop.execute { events.record("a"); loop.atEndOfTurn(handler) }
+            loop.execute { events.record("b"); loop.atEndOfTurn(handler) }
+            loop.execute { events.record("c") }
+        }
+        let seen = await events.wait(for: 5)
+        #expect(seen == ["a", "b", "c", "end", "end"])
+    }
+
+    @Test func aHandlerAskedForAtTheEndOfATurnIsToldInThatTurn() async throws {
+        let loop = try EventLoop(name: "test-turn-end-nested")
+        defer { loop.shutdown() }
+        let events = Recorder<String>()
+        let second = TurnEndRecorder(events, "second")
+        let first = TurnEndRecorder(events, "first")
+        final class Chaining: TurnEndHandler, @unchecked Sendable {
+            let loop: EventLoop
+            let next: TurnEndHandler
+            let events: Recorder<String>
+            init(_ loop: EventLoop, _ next: TurnEndHandler, _ events: Recorder<String>) {
+                self.loop = loop
+                self.next = next
+                self.events = events
+            }
+            func loopTurnDidEnd() {
+                events.record("chaining")
+                loop.atEndOfTurn(next)
+            }
+        }
+        let chaining = Chaining(loop, second, events)
+        loop.execute {
+            loop.atEndOfTurn(first)
+            loop.atEndOfTurn(chaining)
+            // Queued for the next turn: it must come after every handler of this one.
+            loop.execute { events.record("next turn") }
+        }
+        let seen = await events.wait(for: 4)
+        #expect(seen == ["first", "chaining", "second", "next turn"])
+    }
+
+    @Test func aBorrowingThreadTellsTheHandlersBeforeItReturns() async throws {
+        let loop = try EventLoop(name: "test-turn-end-borrow")
+        defer { loop.shutdown() }
+        try await onLoop(loop) {}
+        let events = Recorder<String>()
+        let handler = TurnEndRecorder(events, "end")
+        let placement = await borrowOnce(loop) {
+            events.record("job")
+            loop.atEndOfTurn(handler)
+        }
+        #expect(placement != nil)
+        // Told inside runBorrowing, on this thread: no waiting needed.
+        #expect(events.all == ["job", "end"])
     }
 }
