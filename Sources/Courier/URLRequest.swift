@@ -25,51 +25,33 @@ public struct URLRequest: Equatable, Hashable, @unchecked Sendable {
     // box is about to change. A request is copied many times on its way through a task (the
     // task's state, the builder, the cache and cookie steps); with a dozen references among
     // its properties, each copy retained them all.
+    private struct Properties {
+        var url: URL?
+        var cachePolicy: CachePolicy
+        var mainDocumentURL: URL?
+        var networkServiceType: NetworkServiceType = .default
+        var allowsCellularAccess = true
+        var allowsExpensiveNetworkAccess = true
+        var allowsConstrainedNetworkAccess = true
+        var assumesHTTP3Capable = false
+        var requiresDNSSECValidation = false
+        var httpShouldHandleCookies = true
+        var httpShouldUsePipelining = true
+        var timeoutInterval: TimeInterval
+        var isTimeoutIntervalSet = false
+        var method = "GET"
+        var headerFields: [(name: String, value: String)] = []
+        var body: Body = .none
+        var protocolProperties: [String: Any] = [:]
+    }
+
     private final class Storage: @unchecked Sendable {
         // A box is changed only while one request holds it (uniqueStorage()), so two
         // threads never write it at once and the runtime's exclusivity checks are not needed.
-        @exclusivity(unchecked) var url: URL?
-        @exclusivity(unchecked) var cachePolicy: CachePolicy
-        @exclusivity(unchecked) var mainDocumentURL: URL?
-        @exclusivity(unchecked) var networkServiceType: NetworkServiceType = .default
-        @exclusivity(unchecked) var allowsCellularAccess = true
-        @exclusivity(unchecked) var allowsExpensiveNetworkAccess = true
-        @exclusivity(unchecked) var allowsConstrainedNetworkAccess = true
-        @exclusivity(unchecked) var assumesHTTP3Capable = false
-        @exclusivity(unchecked) var requiresDNSSECValidation = false
-        @exclusivity(unchecked) var httpShouldHandleCookies = true
-        @exclusivity(unchecked) var httpShouldUsePipelining = true
-        @exclusivity(unchecked) var timeoutInterval: TimeInterval
-        @exclusivity(unchecked) var isTimeoutIntervalSet = false
-        @exclusivity(unchecked) var method = "GET"
-        @exclusivity(unchecked) var headerFields: [(name: String, value: String)] = []
-        @exclusivity(unchecked) var body: Body = .none
-        @exclusivity(unchecked) var protocolProperties: [String: Any] = [:]
+        @exclusivity(unchecked) var properties: Properties
 
-        init(url: URL?, cachePolicy: CachePolicy, timeoutInterval: TimeInterval) {
-            self.url = url
-            self.cachePolicy = cachePolicy
-            self.timeoutInterval = timeoutInterval
-        }
-
-        init(copying other: Storage) {
-            url = other.url
-            cachePolicy = other.cachePolicy
-            mainDocumentURL = other.mainDocumentURL
-            networkServiceType = other.networkServiceType
-            allowsCellularAccess = other.allowsCellularAccess
-            allowsExpensiveNetworkAccess = other.allowsExpensiveNetworkAccess
-            allowsConstrainedNetworkAccess = other.allowsConstrainedNetworkAccess
-            assumesHTTP3Capable = other.assumesHTTP3Capable
-            requiresDNSSECValidation = other.requiresDNSSECValidation
-            httpShouldHandleCookies = other.httpShouldHandleCookies
-            httpShouldUsePipelining = other.httpShouldUsePipelining
-            timeoutInterval = other.timeoutInterval
-            isTimeoutIntervalSet = other.isTimeoutIntervalSet
-            method = other.method
-            headerFields = other.headerFields
-            body = other.body
-            protocolProperties = other.protocolProperties
+        init(_ properties: Properties) {
+            self.properties = properties
         }
     }
 
@@ -77,85 +59,85 @@ public struct URLRequest: Equatable, Hashable, @unchecked Sendable {
 
     /// The box, copied first when another request shares it.
     private mutating func uniqueStorage() -> Storage {
-        if !isKnownUniquelyReferenced(&storage) { storage = Storage(copying: storage) }
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.properties) }
         return storage
     }
 
     public var url: URL? {
-        get { storage.url }
-        set { uniqueStorage().url = newValue }
+        get { storage.properties.url }
+        set { uniqueStorage().properties.url = newValue }
     }
     public var cachePolicy: CachePolicy {
-        get { storage.cachePolicy }
-        set { uniqueStorage().cachePolicy = newValue }
+        get { storage.properties.cachePolicy }
+        set { uniqueStorage().properties.cachePolicy = newValue }
     }
     /// Seconds of silence before the request times out. Assigning it makes it win over the
     /// session's `timeoutIntervalForRequest`; the initializer's value does not.
     public var timeoutInterval: TimeInterval {
-        get { storage.timeoutInterval }
+        get { storage.properties.timeoutInterval }
         set {
             let storage = uniqueStorage()
-            storage.timeoutInterval = newValue
-            storage.isTimeoutIntervalSet = true
+            storage.properties.timeoutInterval = newValue
+            storage.properties.isTimeoutIntervalSet = true
         }
     }
     public var mainDocumentURL: URL? {
-        get { storage.mainDocumentURL }
-        set { uniqueStorage().mainDocumentURL = newValue }
+        get { storage.properties.mainDocumentURL }
+        set { uniqueStorage().properties.mainDocumentURL = newValue }
     }
     public var networkServiceType: NetworkServiceType {
-        get { storage.networkServiceType }
-        set { uniqueStorage().networkServiceType = newValue }
+        get { storage.properties.networkServiceType }
+        set { uniqueStorage().properties.networkServiceType = newValue }
     }
     public var allowsCellularAccess: Bool {
-        get { storage.allowsCellularAccess }
-        set { uniqueStorage().allowsCellularAccess = newValue }
+        get { storage.properties.allowsCellularAccess }
+        set { uniqueStorage().properties.allowsCellularAccess = newValue }
     }
     public var allowsExpensiveNetworkAccess: Bool {
-        get { storage.allowsExpensiveNetworkAccess }
-        set { uniqueStorage().allowsExpensiveNetworkAccess = newValue }
+        get { storage.properties.allowsExpensiveNetworkAccess }
+        set { uniqueStorage().properties.allowsExpensiveNetworkAccess = newValue }
     }
     public var allowsConstrainedNetworkAccess: Bool {
-        get { storage.allowsConstrainedNetworkAccess }
-        set { uniqueStorage().allowsConstrainedNetworkAccess = newValue }
+        get { storage.properties.allowsConstrainedNetworkAccess }
+        set { uniqueStorage().properties.allowsConstrainedNetworkAccess = newValue }
     }
     /// Accepted; Courier speaks HTTP/1.1 and HTTP/2.
     public var assumesHTTP3Capable: Bool {
-        get { storage.assumesHTTP3Capable }
-        set { uniqueStorage().assumesHTTP3Capable = newValue }
+        get { storage.properties.assumesHTTP3Capable }
+        set { uniqueStorage().properties.assumesHTTP3Capable = newValue }
     }
     public var requiresDNSSECValidation: Bool {
-        get { storage.requiresDNSSECValidation }
-        set { uniqueStorage().requiresDNSSECValidation = newValue }
+        get { storage.properties.requiresDNSSECValidation }
+        set { uniqueStorage().properties.requiresDNSSECValidation = newValue }
     }
     public var httpShouldHandleCookies: Bool {
-        get { storage.httpShouldHandleCookies }
-        set { uniqueStorage().httpShouldHandleCookies = newValue }
+        get { storage.properties.httpShouldHandleCookies }
+        set { uniqueStorage().properties.httpShouldHandleCookies = newValue }
     }
     public var httpShouldUsePipelining: Bool {
-        get { storage.httpShouldUsePipelining }
-        set { uniqueStorage().httpShouldUsePipelining = newValue }
+        get { storage.properties.httpShouldUsePipelining }
+        set { uniqueStorage().properties.httpShouldUsePipelining = newValue }
     }
 
     /// True once `timeoutInterval` was assigned.
-    var isTimeoutIntervalSet: Bool { storage.isTimeoutIntervalSet }
+    var isTimeoutIntervalSet: Bool { storage.properties.isTimeoutIntervalSet }
     private var method: String {
-        get { storage.method }
-        set { uniqueStorage().method = newValue }
+        get { storage.properties.method }
+        set { uniqueStorage().properties.method = newValue }
     }
     /// Header fields in the order they were first set.
     private var headerFields: [(name: String, value: String)] {
-        get { storage.headerFields }
-        _modify { yield &uniqueStorage().headerFields }
+        get { storage.properties.headerFields }
+        _modify { yield &uniqueStorage().properties.headerFields }
     }
     private var body: Body {
-        get { storage.body }
-        set { uniqueStorage().body = newValue }
+        get { storage.properties.body }
+        set { uniqueStorage().properties.body = newValue }
     }
     /// What `URLProtocol.setProperty(_:forKey:in:)` stored; not part of equality.
     var protocolProperties: [String: Any] {
-        get { storage.protocolProperties }
-        _modify { yield &uniqueStorage().protocolProperties }
+        get { storage.properties.protocolProperties }
+        _modify { yield &uniqueStorage().properties.protocolProperties }
     }
 
     private enum Body {
@@ -165,7 +147,7 @@ public struct URLRequest: Equatable, Hashable, @unchecked Sendable {
     }
 
     public init(url: URL, cachePolicy: CachePolicy = .useProtocolCachePolicy, timeoutInterval: TimeInterval = 60.0) {
-        storage = Storage(url: url, cachePolicy: cachePolicy, timeoutInterval: timeoutInterval)
+        storage = Storage(Properties(url: url, cachePolicy: cachePolicy, timeoutInterval: timeoutInterval))
     }
 
     /// The HTTP method; "GET" unless set. Common methods are upper-cased; nil restores "GET".
