@@ -14,6 +14,7 @@ public struct HTTPFields: Sendable, Equatable {
         @usableFromInline var valueEnd: UInt32
 
         /// Creates a location from byte offsets into the storage.
+        @inlinable
         public init(name: Range<Int>, value: Range<Int>) {
             nameStart = UInt32(name.lowerBound)
             nameEnd = UInt32(name.upperBound)

@@ -8,19 +8,25 @@ extension HTTP1ResponseParser {
     mutating func chooseFraming(_ head: HTTPResponseHead, _ parsed: ParsedFields) throws(HTTP1ResponseError) {
         // A 101 hands the connection to another protocol, and any 2xx to CONNECT turns it into
         // a tunnel (step 2); RFC 9110 section 9.3.6 says to ignore framing fields in the latter.
-        if head.status == 101 || (requestMethod == .connect && (200..<300).contains(head.status)) {
+        if head.status == 101 || (answering == .connect && (200..<300).contains(head.status)) {
             connectionReuse = .upgraded
             state = .upgraded
             return
         }
-        let storage = section
-        let contentLength = try contentLength(parsed.contentLengths, in: storage)
-        let coding = try transferCoding(parsed.transferEncodings, in: storage, version: head.version)
+        let framing = parsed.framing
+        let (contentLength, coding, reuse) = try withBytes(section) {
+            (bytes: UnsafeRawBufferPointer) throws(HTTP1ResponseError) -> (Int?, TransferFraming, HTTP1ConnectionReuse) in
+            (
+                try Self.contentLength(framing.contentLengths, in: bytes),
+                try Self.transferCoding(framing.transferEncodings, in: bytes, version: head.version),
+                Self.persistence(head.version, framing.connectionValues, in: bytes)
+            )
+        }
         if coding != .none && contentLength != nil { throw .contentLengthWithTransferEncoding }
-        connectionReuse = persistence(head, parsed.connectionValues, in: storage)
+        connectionReuse = reuse
 
         // Step 1: HEAD responses and 1xx, 204 and 304 responses end with their header section.
-        if requestMethod == .head || head.status == 204 || head.status == 304 {
+        if answering == .head || head.status == 204 || head.status == 304 {
             state = .complete(trailers: nil)
             return
         }
@@ -49,11 +55,11 @@ extension HTTP1ResponseParser {
 
     /// The Content-Length, when present: every field, and every element of a list-valued field,
     /// must be the same non-negative decimal number (RFC 9110 section 8.6).
-    private func contentLength(_ values: FieldRanges, in storage: [UInt8]) throws(HTTP1ResponseError) -> Int? {
+    private static func contentLength(_ values: FieldRanges, in bytes: UnsafeRawBufferPointer) throws(HTTP1ResponseError) -> Int? {
         var result: Int?
         var failure: HTTP1ResponseError?
         values.forEach { range in
-            forEachListElement(storage, range, keepEmpty: true) { element in
+            forEachListElement(bytes, range, keepEmpty: true) { element in
                 guard failure == nil else { return }
                 guard !element.isEmpty, element.count <= 18 else {
                     failure = .invalidContentLength
@@ -61,7 +67,7 @@ extension HTTP1ResponseParser {
                 }
                 var value = 0
                 for offset in element {
-                    let byte = storage[offset]
+                    let byte = bytes[offset]
                     guard byte.isDigit else {
                         failure = .invalidContentLength
                         return
@@ -93,21 +99,19 @@ extension HTTP1ResponseParser {
     /// Reads Transfer-Encoding. Refused: any in an HTTP/1.0 response, an empty list, `chunked`
     /// more than once, and `chunked` last after other codings (framing Courier could follow,
     /// but a body in a transfer coding it does not remove).
-    private func transferCoding(
-        _ values: FieldRanges, in storage: [UInt8], version: HTTPVersion
+    private static func transferCoding(
+        _ values: FieldRanges, in bytes: UnsafeRawBufferPointer, version: HTTPVersion
     ) throws(HTTP1ResponseError) -> TransferFraming {
         guard !values.isEmpty else { return .none }
         if version == .http1_0 { throw .transferEncodingInHTTP10 }
         var codings = 0
         var chunkedCount = 0
         var lastIsChunked = false
-        storage.withUnsafeBytes { bytes in
-            values.forEach { range in
-                forEachListElement(storage, range, keepEmpty: false) { element in
-                    codings += 1
-                    lastIsChunked = asciiCaseInsensitiveEquals(UnsafeRawBufferPointer(rebasing: bytes[element]), "chunked")
-                    if lastIsChunked { chunkedCount += 1 }
-                }
+        values.forEach { range in
+            forEachListElement(bytes, range, keepEmpty: false) { element in
+                codings += 1
+                lastIsChunked = asciiCaseInsensitiveEquals(UnsafeRawBufferPointer(rebasing: bytes[element]), "chunked")
+                if lastIsChunked { chunkedCount += 1 }
             }
         }
         guard codings > 0, chunkedCount <= 1 else { throw .unsupportedTransferCoding }
@@ -118,38 +122,57 @@ extension HTTP1ResponseParser {
 
     /// Persistence per RFC 9112 section 9.3: `close` ends it; HTTP/1.0 keeps it only with
     /// `keep-alive`.
-    private func persistence(_ head: HTTPResponseHead, _ values: FieldRanges, in storage: [UInt8]) -> HTTP1ConnectionReuse {
+    private static func persistence(
+        _ version: HTTPVersion, _ values: FieldRanges, in bytes: UnsafeRawBufferPointer
+    ) -> HTTP1ConnectionReuse {
         var close = false
         var keepAlive = false
-        storage.withUnsafeBytes { bytes in
-            values.forEach { range in
-                forEachListElement(storage, range, keepEmpty: false) { element in
-                    let token = UnsafeRawBufferPointer(rebasing: bytes[element])
-                    if asciiCaseInsensitiveEquals(token, "close") { close = true }
-                    if asciiCaseInsensitiveEquals(token, "keep-alive") { keepAlive = true }
+        values.forEach { range in
+            // Each element, without its whitespace; a comma-free value (the usual one) is one.
+            var start = range.lowerBound
+            while start <= range.upperBound {
+                var end = start
+                while end < range.upperBound && bytes[end] != .comma { end += 1 }
+                var lower = start, upper = end
+                while lower < upper && bytes[lower].isOptionalWhitespace { lower += 1 }
+                while upper > lower && bytes[upper - 1].isOptionalWhitespace { upper -= 1 }
+                let token = UnsafeRawBufferPointer(rebasing: bytes[lower..<upper])
+                switch token.count {
+                case 5: if asciiCaseInsensitiveEquals(token, "close") { close = true }
+                case 10: if asciiCaseInsensitiveEquals(token, "keep-alive") { keepAlive = true }
+                default: break
                 }
+                start = end + 1
             }
         }
         if close { return .close }
-        if head.version.minor == 0 && !keepAlive { return .close }
+        if version.minor == 0 && !keepAlive { return .close }
         return .keepAlive
     }
 
     /// Calls `body` with each trimmed element of a comma-separated list value (RFC 9110
     /// section 5.6.1), without building an array.
-    private func forEachListElement(_ storage: [UInt8], _ range: Range<Int>, keepEmpty: Bool, _ body: (Range<Int>) -> Void) {
+    private static func forEachListElement(
+        _ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, keepEmpty: Bool, _ body: (Range<Int>) -> Void
+    ) {
         var start = range.lowerBound
-        func close(_ end: Int) {
-            var lower = start, upper = end
-            while lower < upper && storage[lower].isOptionalWhitespace { lower += 1 }
-            while upper > lower && storage[upper - 1].isOptionalWhitespace { upper -= 1 }
-            if keepEmpty || lower < upper { body(lower..<upper) }
-        }
-        for offset in range where storage[offset] == .comma {
-            close(offset)
+        for offset in range where bytes[offset] == .comma {
+            closeListElement(bytes, start..<offset, keepEmpty: keepEmpty, body)
             start = offset + 1
         }
-        close(range.upperBound)
+        closeListElement(bytes, start..<range.upperBound, keepEmpty: keepEmpty, body)
+    }
+
+    /// Trims one list element's whitespace and hands it to `body`, unless it is empty and
+    /// empty ones are skipped.
+    @inline(__always)
+    private static func closeListElement(
+        _ bytes: UnsafeRawBufferPointer, _ element: Range<Int>, keepEmpty: Bool, _ body: (Range<Int>) -> Void
+    ) {
+        var lower = element.lowerBound, upper = element.upperBound
+        while lower < upper && bytes[lower].isOptionalWhitespace { lower += 1 }
+        while upper > lower && bytes[upper - 1].isOptionalWhitespace { upper -= 1 }
+        if keepEmpty || lower < upper { body(lower..<upper) }
     }
 
     /// Most hexadecimal digits (leading zeros included) on a chunk-size line.

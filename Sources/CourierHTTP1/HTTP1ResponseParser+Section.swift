@@ -11,6 +11,11 @@ extension HTTP1ResponseParser {
     /// The fields of a section, with what framing needs from them noted on the way.
     struct ParsedFields {
         var fields: HTTPFields
+        var framing: FramingFields
+    }
+
+    /// Where the values of the fields that decide framing and persistence are.
+    struct FramingFields {
         var contentLengths = FieldRanges()
         var transferEncodings = FieldRanges()
         var connectionValues = FieldRanges()
@@ -18,10 +23,12 @@ extension HTTP1ResponseParser {
 
     /// Copies bytes into `section` up to and including the empty line that ends it.
     /// Returns the bytes used and whether the section is complete.
+    ///
+    /// The lines are found in `input` and the bytes are copied once at the end, not line by
+    /// line; the limits are checked at each line as if each had been copied.
     mutating func scanSection(
         _ input: UnsafeRawBufferPointer, from start: Int
     ) throws(HTTP1ResponseError) -> (used: Int, done: Bool) {
-        var index = start
         let base = input.baseAddress!
         if section.capacity == 0 {
             // A new section: room for a head like the last one at once, rather than a
@@ -29,40 +36,50 @@ extension HTTP1ResponseParser {
             // 300-byte head). The section becomes the head's field storage, so it is not reused.
             section.reserveCapacity(min(options.maxHeaderSectionBytes, max(512, lastHeadByteCount + 128)))
         }
+        // Input from `copyStart` on belongs in the section; `index` is where the scan goes on.
+        var copyStart = start
+        var index = start
+        var done = false
         while index < input.count {
             guard let found = memchr(base + index, Int32(UInt8.lf), input.count - index) else {
-                section.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[index...]))
-                try checkSectionSize()
-                return (input.count - start, false)
+                index = input.count
+                break
             }
             let lineFeed = base.distance(to: UnsafeRawPointer(found))
-            section.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[index...lineFeed]))
             index = lineFeed + 1
-            try checkSectionSize()
+            // Where the LF lands in the section once the bytes up to it are copied.
+            let lineFeedInSection = section.count + (lineFeed - copyStart)
+            if lineFeedInSection + 1 > options.maxHeaderSectionBytes { throw .headerSectionTooLarge }
 
-            // The line just completed runs from lineStart to the LF at section.count - 1.
-            var contentEnd = section.count - 1
-            if contentEnd > lineStart && section[contentEnd - 1] == .cr {
-                contentEnd -= 1
-            } else if !options.allowsBareLineFeed {
-                throw .bareLineFeed
+            // The line just completed runs from lineStart to that LF.
+            var contentEnd = lineFeedInSection
+            if contentEnd > lineStart {
+                let beforeLineFeed = lineFeed > copyStart ? input[lineFeed - 1] : section[section.count - 1]
+                if beforeLineFeed == .cr { contentEnd -= 1 }
             }
+            if contentEnd == lineFeedInSection && !options.allowsBareLineFeed { throw .bareLineFeed }
             if contentEnd == lineStart {
                 // An empty line where the status line should be: skipped once per head.
                 if lineStart == 0, !state.isReadingTrailers, options.skipsOneEmptyLineBeforeStatusLine, !skippedEmptyLine {
                     skippedEmptyLine = true
                     section.removeAll(keepingCapacity: true)
+                    copyStart = index
                     continue
                 }
-                return (index - start, true)
+                done = true
+                break
             }
-            lineStart = section.count
+            lineStart = lineFeedInSection + 1
             sectionLines += 1
             // The head's first line is the status line, which is not a field.
             let fieldLines = state.isReadingTrailers ? sectionLines : sectionLines - 1
             if fieldLines > options.maxHeaderFieldCount { throw .tooManyHeaderFields }
         }
-        return (index - start, false)
+        if index > copyStart {
+            section.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[copyStart..<index]))
+            try checkSectionSize()
+        }
+        return (index - start, done)
     }
 
     private func checkSectionSize() throws(HTTP1ResponseError) {
@@ -72,10 +89,15 @@ extension HTTP1ResponseParser {
     /// Finishes a head: parses it and, unless it is an interim response (after which another
     /// head follows), chooses the body's framing.
     mutating func finishHead() throws(HTTP1ResponseError) -> HTTPResponseHead {
-        try rejectBareCarriageReturns()
         if options.allowsObsoleteLineFolding { unfoldLines(firstFieldLine: 1) }
-        let statusLine = try parseStatusLine()
-        let parsed = try parseFields(firstLine: statusLine.end)
+        let statusLine: StatusLine
+        let parsed: ParsedFields
+        do {
+            statusLine = try parseStatusLine()
+            parsed = try parseFields(firstLine: statusLine.end)
+        } catch {
+            throw blameBareCarriageReturn(error)
+        }
         let head = HTTPResponseHead(
             version: statusLine.version, status: statusLine.status,
             reason: statusLine.reason, fields: parsed.fields
@@ -92,17 +114,25 @@ extension HTTP1ResponseParser {
         return head
     }
 
-    /// Every CR in a section must be the first half of a CRLF (RFC 9112 section 2.2).
-    func rejectBareCarriageReturns() throws(HTTP1ResponseError) {
-        try withBytes(section) { (bytes: UnsafeRawBufferPointer) throws(HTTP1ResponseError) in
-            let base = bytes.baseAddress!
+    /// The error to report for a section that failed to parse with `error`: a bare CR anywhere
+    /// in it comes first.
+    ///
+    /// Every CR in a section must be the first half of a CRLF (RFC 9112 section 2.2). The
+    /// section is not searched for one up front: no rule of a status line or a field line
+    /// admits a CR (the line ends take the one before each LF), so a bare CR always fails the
+    /// parse, and only then is the section searched, to name it.
+    func blameBareCarriageReturn(_ error: HTTP1ResponseError) -> HTTP1ResponseError {
+        let bare: Bool = section.withUnsafeBytes { bytes in
+            guard let base = bytes.baseAddress else { return false }
             var index = 0
             while index < bytes.count, let found = memchr(base + index, Int32(UInt8.cr), bytes.count - index) {
                 let cr = base.distance(to: UnsafeRawPointer(found))
-                if cr + 1 >= bytes.count || bytes[cr + 1] != .lf { throw .bareCarriageReturn }
+                if cr + 1 >= bytes.count || bytes[cr + 1] != .lf { return true }
                 index = cr + 2
             }
+            return false
         }
+        return bare ? .bareCarriageReturn : error
     }
 
     /// Replaces each obs-fold (a line end followed by whitespace) with spaces, joining the
@@ -138,8 +168,8 @@ extension HTTP1ResponseParser {
             let contentEnd = lineEnd.content
             // "HTTP/" DIGIT "." DIGIT SP 3DIGIT
             guard contentEnd >= 12 else { throw .invalidStatusLine }
-            let prefix: [UInt8] = Array("HTTP/".utf8)
-            for (offset, byte) in prefix.enumerated() where bytes[offset] != byte {
+            guard bytes[0] == UInt8(ascii: "H"), bytes[1] == UInt8(ascii: "T"), bytes[2] == UInt8(ascii: "T"),
+                  bytes[3] == UInt8(ascii: "P"), bytes[4] == UInt8(ascii: "/") else {
                 throw .invalidStatusLine
             }
             guard bytes[5].isDigit, bytes[6] == UInt8(ascii: "."), bytes[7].isDigit, bytes[8] == .space else {
@@ -163,26 +193,33 @@ extension HTTP1ResponseParser {
 
     /// Parses the field lines from `firstLine` to the empty line that ends the section.
     ///
-    /// The helpers it calls per line are static: as methods, called from the closure below,
-    /// each call copied the whole parser (eight copies and destructions a response).
-    mutating func parseFields(firstLine: Int) throws(HTTP1ResponseError) -> ParsedFields {
-        let storage = section
+    /// The work is in static functions over the section's bytes: as methods called from a
+    /// closure, each call copied the whole parser, and a closure that captured the result
+    /// copied it again on the way out.
+    func parseFields(firstLine: Int) throws(HTTP1ResponseError) -> ParsedFields {
+        var framing = FramingFields()
+        let locations = try withBytes(section) { (bytes: UnsafeRawBufferPointer) throws(HTTP1ResponseError) in
+            try Self.fieldLocations(in: bytes, firstLine: firstLine, framing: &framing)
+        }
+        return ParsedFields(fields: HTTPFields(validatedStorage: section, locations: locations), framing: framing)
+    }
+
+    /// The location of every field line from `firstLine` on, noting the framing fields.
+    private static func fieldLocations(
+        in bytes: UnsafeRawBufferPointer, firstLine: Int, framing: inout FramingFields
+    ) throws(HTTP1ResponseError) -> [HTTPFields.Location] {
         var locations: [HTTPFields.Location] = []
         locations.reserveCapacity(16)
-        var parsed = ParsedFields(fields: HTTPFields())
-        try withBytes(storage) { (bytes: UnsafeRawBufferPointer) throws(HTTP1ResponseError) in
-            var lineStart = firstLine
-            while lineStart < bytes.count {
-                let line = Self.lineEndOffset(in: bytes, from: lineStart)
-                if line.content == lineStart { break }
-                let location = try Self.parseFieldLine(bytes, lineStart..<line.content)
-                locations.append(location)
-                Self.noteFramingField(location, in: bytes, into: &parsed)
-                lineStart = line.next
-            }
+        var lineStart = firstLine
+        while lineStart < bytes.count {
+            let line = lineEndOffset(in: bytes, from: lineStart)
+            if line.content == lineStart { break }
+            let location = try parseFieldLine(bytes, lineStart..<line.content)
+            locations.append(location)
+            noteFramingField(location, in: bytes, into: &framing)
+            lineStart = line.next
         }
-        parsed.fields = HTTPFields(validatedStorage: storage, locations: locations)
-        return parsed
+        return locations
     }
 
     /// Where the line starting at `start` ends: its content end and the start of the next line.
@@ -248,16 +285,38 @@ extension HTTP1ResponseParser {
     }
 
     private static func noteFramingField(
-        _ location: HTTPFields.Location, in bytes: UnsafeRawBufferPointer, into parsed: inout ParsedFields
+        _ location: HTTPFields.Location, in bytes: UnsafeRawBufferPointer, into framing: inout FramingFields
     ) {
-        let name = UnsafeRawBufferPointer(rebasing: bytes[location.name])
-        if asciiCaseInsensitiveEquals(name, "content-length") {
-            parsed.contentLengths.append(location.value)
-        } else if asciiCaseInsensitiveEquals(name, "transfer-encoding") {
-            parsed.transferEncodings.append(location.value)
-        } else if asciiCaseInsensitiveEquals(name, "connection") {
-            parsed.connectionValues.append(location.value)
+        // By length first: most names are none of the three. Then eight bytes at a time,
+        // lower-cased by setting bit 5 of each: exact for a name already checked to be a token,
+        // since only the letters, '-' and CR (no token byte) land on a letter or '-' that way.
+        let start = location.name.lowerBound
+        switch location.name.count {
+        case 14:
+            // "content-length": bytes 0-7 and 6-13.
+            if lowered(bytes, start) == 0x2d74_6e65_746e_6f63, lowered(bytes, start + 6) == 0x6874_676e_656c_2d74 {
+                framing.contentLengths.append(location.value)
+            }
+        case 17:
+            // "transfer-encoding": bytes 0-7, 8-15 and 9-16.
+            if lowered(bytes, start) == 0x7265_6673_6e61_7274, lowered(bytes, start + 8) == 0x6e69_646f_636e_652d,
+               lowered(bytes, start + 9) == 0x676e_6964_6f63_6e65 {
+                framing.transferEncodings.append(location.value)
+            }
+        case 10:
+            // "connection": bytes 0-7 and 2-9.
+            if lowered(bytes, start) == 0x6974_6365_6e6e_6f63, lowered(bytes, start + 2) == 0x6e6f_6974_6365_6e6e {
+                framing.connectionValues.append(location.value)
+            }
+        default:
+            break
         }
+    }
+
+    /// The eight bytes at `offset`, little-endian, with bit 5 of each set.
+    @inline(__always)
+    private static func lowered(_ bytes: UnsafeRawBufferPointer, _ offset: Int) -> UInt64 {
+        UInt64(littleEndian: bytes.baseAddress!.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) | 0x2020_2020_2020_2020
     }
 }
 
@@ -292,18 +351,19 @@ func withBytes<R>(
 /// inline and only repeats allocate.
 struct FieldRanges {
     private var first: Range<Int>?
-    private var more: [Range<Int>] = []
+    /// Nil until a repeat: no array to retain when the struct is copied.
+    private var more: [Range<Int>]?
 
     var isEmpty: Bool { first == nil }
 
     mutating func append(_ range: Range<Int>) {
-        if first == nil { first = range } else { more.append(range) }
+        if first == nil { first = range } else { more = (more ?? []) + [range] }
     }
 
     func forEach(_ body: (Range<Int>) -> Void) {
         guard let first else { return }
         body(first)
-        for range in more { body(range) }
+        for range in more ?? [] { body(range) }
     }
 }
 

@@ -75,6 +75,13 @@ public struct HTTP1ResponseParser: Sendable {
         case failed(HTTP1ResponseError)
     }
 
+    /// The methods whose responses are framed differently.
+    enum AnsweredRequest: Sendable {
+        case head
+        case connect
+        case other
+    }
+
     /// Progress through one chunk-size line: `chunk-size [ chunk-ext ] CRLF`.
     struct ChunkSizeLine: Sendable {
         /// Where the line is: the size, then RFC 9112's `chunk-ext`
@@ -102,8 +109,9 @@ public struct HTTP1ResponseParser: Sendable {
     /// The limits and leniencies in force.
     public let options: HTTP1ParserOptions
     var state: State = .idle
-    /// The method of the request being answered: HEAD and CONNECT change the framing.
-    var requestMethod: HTTPMethod = .get
+    /// The request being answered: HEAD and CONNECT change the framing. Noted once per request
+    /// rather than compared as strings per response.
+    var answering: AnsweredRequest = .other
     /// Whether the connection may carry another request, known once a head is parsed.
     public internal(set) var connectionReuse: HTTP1ConnectionReuse = .keepAlive
     /// Head or trailer bytes gathered so far.
@@ -140,7 +148,7 @@ public struct HTTP1ResponseParser: Sendable {
     /// Prepares for the response to a request sent with `method`.
     public mutating func expectResponse(to method: HTTPMethod) {
         precondition(isIdle, "a response is already being parsed")
-        requestMethod = method
+        answering = method == .head ? .head : method == .connect ? .connect : .other
         state = .head
         resetSection()
         informationalCount = 0
@@ -205,9 +213,13 @@ public struct HTTP1ResponseParser: Sendable {
                 let (used, done) = try scanSection(input, from: offset)
                 offset += used
                 guard done else { return HTTP1ParseStep(consumed: offset, event: nil) }
-                try rejectBareCarriageReturns()
                 if options.allowsObsoleteLineFolding { unfoldLines(firstFieldLine: 0) }
-                let trailers = try parseFields(firstLine: 0)
+                let trailers: ParsedFields
+                do {
+                    trailers = try parseFields(firstLine: 0)
+                } catch {
+                    throw blameBareCarriageReturn(error)
+                }
                 resetSection()
                 state = .complete(trailers: trailers.fields.isEmpty ? nil : trailers.fields)
             case .fixedBody(let remaining):
