@@ -106,7 +106,11 @@ final class BytesSink: TaskSink, @unchecked Sendable {
     }
 
     func complete(_ outcome: TaskOutcome, driver: TaskDriver) {
-        if outcome.metrics != nil { driver.enqueue { driver.reportMetrics(outcome.metrics) } }
+        // The end reaches the sequence's reader after the task delegate has had the metrics.
+        driver.afterMetrics(outcome.metrics) { self.end(outcome, driver: driver) }
+    }
+
+    private func end(_ outcome: TaskOutcome, driver: TaskDriver) {
         let end: Result<Void, any Error> = outcome.deliveredError.map { .failure($0) } ?? .success(())
         let (responseWaiter, early, chunkWaiter) = state.withLock { state -> (ResponseContinuation?, Result<URLResponse, any Error>, ChunkContinuation?) in
             state.end = end

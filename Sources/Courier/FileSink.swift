@@ -406,12 +406,13 @@ final class FileSink: AsyncDelivering {
                 driver.taskCompleted()
             }
         case .async:
-            if outcome.metrics != nil { driver.enqueue { driver.reportMetrics(outcome.metrics) } }
             // The caller owns a downloaded file from here on.
             let result: AsyncSlot.Outcome = location.map { AsyncSlot.outcome(nil, outcome.response, .file($0), url: driver.originalURL) }
                 ?? .failure(outcome.deliveredError ?? URLError.courier(.badServerResponse, "No response was received.", url: driver.originalURL))
-            state.withLock { $0.slot.finish(result) }?.resume(with: result)
-            driver.taskCompleted()
+            driver.afterMetrics(outcome.metrics) {
+                self.state.withLock { $0.slot.finish(result) }?.resume(with: result)
+                driver.taskCompleted()
+            }
         }
     }
 }

@@ -173,10 +173,11 @@ final class MemorySink: AsyncDelivering {
                 driver.taskCompleted()
             }
         case .async:
-            if outcome.metrics != nil { driver.enqueue { driver.reportMetrics(outcome.metrics) } }
             let result = AsyncSlot.outcome(outcome.deliveredError, outcome.response, .data(data), url: driver.originalURL)
-            buffer.withLock { $0.slot.finish(result) }?.resume(with: result)
-            driver.taskCompleted()
+            driver.afterMetrics(outcome.metrics) {
+                self.buffer.withLock { $0.slot.finish(result) }?.resume(with: result)
+                driver.taskCompleted()
+            }
         }
     }
 }
