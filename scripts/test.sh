@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, transcript, reactor, pool and integration tests against real
 # servers on loopback (nginx, nghttpd, httpbin, squid, pproxy, a scripted raw server), then every fuzz target
-# for 10 seconds as a smoke test (fails on any crash), then the Swift tests again under
+# for 5 seconds as a smoke test (fails on any crash), then the Swift tests again under
 # AddressSanitizer and under ThreadSanitizer (scripts/sanitize.sh: fails on any report). Installs
 # what is missing first. Arguments, if any, go to `swift test` instead (e.g. --filter HTTP1), and
 # the fuzz and sanitizer runs are skipped.
@@ -128,7 +128,7 @@ else
   # declaration there has its counterpart here.
   run_step api-parity one scripts/api-parity.sh
   # On a copy of the corpus: the smoke run leaves the tree as it found it.
-  run_step fuzz fuzz Fuzz/run.sh --seconds 10 --smoke
+  run_step fuzz fuzz Fuzz/run.sh --seconds 5 --smoke
   # Each Swift test again, in its own build: counted like the plain run, plus one failure when
   # the sanitizer reported something that failed no test.
   run_step sanitize-address swift scripts/sanitize.sh address

@@ -169,9 +169,20 @@ final class BackgroundDaemon: NSObject, @unchecked Sendable {
 
     // MARK: Serving
 
+    /// How long the daemon stays after it became idle: `$COURIER_BACKGROUND_IDLE_EXIT` seconds
+    /// (more than 0, at most an hour), else 2. The test command sets a short one, so that each
+    /// test's daemon is gone soon after the test.
+    static func idleExitSeconds(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> Double {
+        guard let text = environment["COURIER_BACKGROUND_IDLE_EXIT"], let seconds = Double(text),
+              seconds > 0, seconds <= 3600 else { return 2 }
+        return seconds
+    }
+
     /// Restarts what was running, accepts sessions on a thread of its own, and returns (for
-    /// the process to exit) once idle: no session and nothing in flight, for two seconds.
+    /// the process to exit) once idle: no session and nothing in flight, for
+    /// ``idleExitSeconds(_:)`` (four checks a quarter of that apart).
     func serve() {
+        let checkInterval = Self.idleExitSeconds() / 4
         let restart = state.withLock { state -> [WireTask] in
             state.journal.tasks.filter { $0.state == .running }
         }
@@ -181,7 +192,7 @@ final class BackgroundDaemon: NSObject, @unchecked Sendable {
         var idleChecks = 0
         var empty = false
         while true {
-            Thread.sleep(forTimeInterval: 0.5)
+            Thread.sleep(forTimeInterval: checkInterval)
             let idle = state.withLock { state -> Bool in
                 guard state.client == nil && state.inFlight.isEmpty else { return false }
                 if idleChecks >= 3 {
