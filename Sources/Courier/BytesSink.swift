@@ -106,8 +106,15 @@ final class BytesSink: TaskSink, @unchecked Sendable {
     }
 
     func complete(_ outcome: TaskOutcome, driver: TaskDriver) {
-        // The end reaches the sequence's reader after the task delegate has had the metrics.
-        driver.afterMetrics(outcome.metrics) { self.end(outcome, driver: driver) }
+        // The end reaches the sequence's reader after the task delegate's metrics, when it gets any.
+        if let metrics = outcome.metrics {
+            driver.enqueue {
+                driver.reportMetrics(metrics)
+                self.end(outcome, driver: driver)
+            }
+        } else {
+            end(outcome, driver: driver)
+        }
     }
 
     private func end(_ outcome: TaskOutcome, driver: TaskDriver) {

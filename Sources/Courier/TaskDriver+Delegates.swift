@@ -64,20 +64,6 @@ extension TaskDriver {
         delegate.urlSession(session, task: task, didFinishCollecting: metrics)
     }
 
-    /// Runs `finish` (the end of an async call) once the task delegate has had `metrics`, as on
-    /// Apple's platforms, where a task delegate's `didFinishCollecting` comes before the call
-    /// returns: on the delegate queue after the metrics when there are any, else at once.
-    func afterMetrics(_ metrics: URLSessionTaskMetrics?, _ finish: @escaping @Sendable () -> Void) {
-        guard metrics != nil else {
-            finish()
-            return
-        }
-        enqueue {
-            self.reportMetrics(metrics)
-            finish()
-        }
-    }
-
     /// The task delivered its last callback.
     func taskCompleted() {
         guard let task else { return }

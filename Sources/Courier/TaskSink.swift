@@ -174,11 +174,22 @@ final class MemorySink: AsyncDelivering {
             }
         case .async:
             let result = AsyncSlot.outcome(outcome.deliveredError, outcome.response, .data(data), url: driver.originalURL)
-            driver.afterMetrics(outcome.metrics) {
-                self.buffer.withLock { $0.slot.finish(result) }?.resume(with: result)
-                driver.taskCompleted()
+            // After the task delegate's metrics, when it gets any.
+            if let metrics = outcome.metrics {
+                driver.enqueue {
+                    driver.reportMetrics(metrics)
+                    self.finishCall(result, driver: driver)
+                }
+            } else {
+                finishCall(result, driver: driver)
             }
         }
+    }
+
+    /// Ends the async call with `result`.
+    private func finishCall(_ result: AsyncSlot.Outcome, driver: TaskDriver) {
+        buffer.withLock { $0.slot.finish(result) }?.resume(with: result)
+        driver.taskCompleted()
     }
 }
 

@@ -172,6 +172,41 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
             job()
             return
         }
+        if !borrow(job) { execute(job) }
+    }
+
+    /// ``runBorrowing(_:)`` for a job that takes `value`. When the loop is already this
+    /// thread's, or borrowed, `job` is called with `value` and nothing is allocated (a closure
+    /// that captures nothing has no context); only a job queued for the loop is boxed with it.
+    ///
+    /// - Warning: `value` is handed to the loop's thread as it is: use it for what lives on the
+    ///   loop (a connection), not for state shared with other threads.
+    public func runBorrowing<Value>(_ value: Value, _ job: @escaping @Sendable (Value) -> Void) {
+        if inEventLoop {
+            job(value)
+            return
+        }
+        if !borrow({ job(value) }) {
+            let handed = LoopBound(value, loop: self)
+            execute { job(handed.value) }
+        }
+    }
+
+    /// Runs `job` with `value` at once, allocating nothing, when this thread is the loop's
+    /// (unlike ``execute(_:)``, which runs it after the current event); else boxes them and
+    /// queues the job as ``execute(_:)`` does. Same warning as ``runBorrowing(_:_:)``.
+    public func runOrQueue<Value>(_ value: Value, _ job: @escaping @Sendable (Value) -> Void) {
+        if inEventLoop {
+            job(value)
+            return
+        }
+        let handed = LoopBound(value, loop: self)
+        execute { job(handed.value) }
+    }
+
+    /// Takes the loop's place when it is waiting for events, and runs the queued work, then
+    /// `run`, then the turn's end. False, having run nothing, when the loop is busy or stopped.
+    private func borrow(_ run: () -> Void) -> Bool {
         let current = UInt(pthread_self())
         let outcome = turn.withLockIfAvailable { stopped -> (ran: Bool, wake: Bool) in
             guard !stopped else { return (false, false) }
@@ -185,17 +220,15 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
             now = .now
             runLocalJobs()
             for queued in earlier { queued() }
-            job()
+            run()
             endTurn()
             borrower.store(0, ordering: .relaxed)
             let timerEarlier = timers.nextDeadline().map { next in plannedTimer.map { next < $0 } ?? true } ?? false
             return (true, !localJobs.isEmpty || timerEarlier)
         }
-        guard let outcome, outcome.ran else {
-            execute(job)
-            return
-        }
+        guard let outcome, outcome.ran else { return false }
         if outcome.wake { wake() }
+        return true
     }
 
     /// Runs `job` on the loop after the current event has been handled; loop thread only.

@@ -186,6 +186,19 @@ struct ConnectionHandle: @unchecked Sendable {
         connection.loop.runBorrowing { body(bound.connection) }
     }
 
+    /// ``onLoopBorrowing(_:)`` with `value` for `body`. When `body` captures nothing (pass
+    /// what it needs in `value`) and runs at once, nothing is allocated: the connection, the
+    /// value and `body` travel together to a job that captures nothing either.
+    func onLoopBorrowing<Value: Sendable>(_ value: Value, _ body: @escaping @Sendable (any PooledConnection, Value) -> Void) {
+        connection.loop.runBorrowing((self, value, body)) { job in job.2(job.0.connection, job.1) }
+    }
+
+    /// ``onLoop(_:)`` with `value` for `body`, allocating nothing in the same case as
+    /// ``onLoopBorrowing(_:_:)``.
+    func onLoop<Value: Sendable>(_ value: Value, _ body: @escaping @Sendable (any PooledConnection, Value) -> Void) {
+        connection.loop.runOrQueue((self, value, body)) { job in job.2(job.0.connection, job.1) }
+    }
+
     /// Runs `body` with the connection on its loop: at once when already there.
     func onLoop(_ body: @escaping @Sendable (any PooledConnection) -> Void) {
         let connection = self.connection

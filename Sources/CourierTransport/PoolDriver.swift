@@ -242,13 +242,15 @@ final class PoolDriver: Sendable {
                     submit(exchange, requiresNewConnection: true)
                     continue
                 }
-                let body: @Sendable (any PooledConnection) -> Void = { connection in
-                    if cancelsIdleTimer { connection.cancelPoolIdleTimer() }
-                    connection.execute(exchange)
+                // The closure captures nothing: what it needs goes with it as a value, so a
+                // request that runs at once allocates nothing here.
+                let body: @Sendable (any PooledConnection, (HTTPExchange, Bool)) -> Void = { connection, job in
+                    if job.1 { connection.cancelPoolIdleTimer() }
+                    connection.execute(job.0)
                 }
                 switch entry {
-                case .queued: connection.onLoop(body)
-                case .borrowing: connection.onLoopBorrowing(body)
+                case .queued: connection.onLoop((exchange, cancelsIdleTimer), body)
+                case .borrowing: connection.onLoopBorrowing((exchange, cancelsIdleTimer), body)
                 }
             case .failRequest(let requestID, let failure):
                 let exchange = state.withLock { state in
@@ -264,7 +266,7 @@ final class PoolDriver: Sendable {
                 let connection = state.withLock { $0.connections.removeValue(forKey: id) }
                 connection?.onLoop { $0.close() }
             case .scheduleIdleTimer(let id, let delay):
-                state.withLock { $0.connections[id] }?.onLoop { $0.schedulePoolIdleTimer(delay) }
+                state.withLock { $0.connections[id] }?.onLoop(delay) { connection, delay in connection.schedulePoolIdleTimer(delay) }
             case .cancelIdleTimer(let id):
                 if index + 1 < actions.count, case .executeRequest(_, id) = actions[index + 1] {
                     cancelsIdleTimerOf = id
