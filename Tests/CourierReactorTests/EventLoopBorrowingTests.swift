@@ -206,4 +206,44 @@ private final class TurnEndRecorder: TurnEndHandler, @unchecked Sendable {
         // Told inside runBorrowing, on this thread: no waiting needed.
         #expect(events.all == ["job", "end"])
     }
+
+    @Test func aJobWithAValueGetsItWhetherBorrowedQueuedOrRunAtOnce() async throws {
+        let loop = try EventLoop(name: "test-borrow-value")
+        defer { loop.shutdown() }
+        try await onLoop(loop) {}
+        let caller = UInt(pthread_self())
+        let seen = Recorder<String>()
+
+        // Borrowed: on this thread, in the loop's place, with the value.
+        var borrowed = false
+        for _ in 0..<200 where !borrowed {
+            let here = Recorder<UInt>()
+            loop.runBorrowing(("borrowed", here)) { value in
+                value.1.record(UInt(pthread_self()))
+                if loop.inEventLoop { seen.record(value.0) }
+            }
+            borrowed = here.all.first == caller
+            if !borrowed { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        #expect(borrowed, "an idle loop was never borrowed")
+
+        // Queued behind a busy loop: it runs later, on the loop, still with its value.
+        let release = await occupy(loop)
+        loop.runBorrowing("queued") { value in if loop.inEventLoop { seen.record(value) } }
+        #expect(!seen.all.contains("queued"), "a busy loop's job ran before the loop was free")
+        // runOrQueue from another thread queues likewise.
+        loop.runOrQueue("queued too") { value in if loop.inEventLoop { seen.record(value) } }
+        release.signal()
+        #expect(await eventually { seen.all.contains("queued") && seen.all.contains("queued too") })
+
+        // On the loop's thread, runOrQueue runs the job before it returns (execute would not).
+        let order = try await onLoop(loop) { () -> [String] in
+            let inline = Recorder<String>()
+            loop.runOrQueue("at once") { value in inline.record(value) }
+            inline.record("after the call")
+            return inline.all
+        }
+        #expect(order == ["at once", "after the call"])
+        #expect(seen.all.first == "borrowed")
+    }
 }
