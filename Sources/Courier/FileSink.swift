@@ -409,20 +409,11 @@ final class FileSink: AsyncDelivering {
             // The caller owns a downloaded file from here on.
             let result: AsyncSlot.Outcome = location.map { AsyncSlot.outcome(nil, outcome.response, .file($0), url: driver.originalURL) }
                 ?? .failure(outcome.deliveredError ?? URLError.courier(.badServerResponse, "No response was received.", url: driver.originalURL))
-            // After the task delegate's metrics, when it gets any.
-            if let metrics = outcome.metrics {
-                driver.enqueue {
-                    driver.reportMetrics(metrics)
-                    self.finishCall(result, driver: driver)
-                }
-            } else {
-                finishCall(result, driver: driver)
-            }
+            endCall(with: result, after: outcome.metrics, driver: driver)
         }
     }
 
-    /// Ends the async call with `result`.
-    private func finishCall(_ result: AsyncSlot.Outcome, driver: TaskDriver) {
+    func finishCall(_ result: AsyncSlot.Outcome, driver: TaskDriver) {
         state.withLock { $0.slot.finish(result) }?.resume(with: result)
         driver.taskCompleted()
     }

@@ -119,6 +119,24 @@ struct AsyncSlot {
 protocol AsyncDelivering: TaskSink {
     /// Resumes `continuation` with the task's outcome, now or when it is known.
     func wait(_ continuation: AsyncSlot.Continuation)
+    /// Ends the async call with `result`, and the task.
+    func finishCall(_ result: AsyncSlot.Outcome, driver: TaskDriver)
+}
+
+extension AsyncDelivering {
+    /// Ends the async call with `result` after the task delegate's `metrics`, as on Apple's
+    /// platforms: on the delegate queue behind them when there are any (only with a task
+    /// delegate), else at once, with no hop and no closure allocated.
+    func endCall(with result: AsyncSlot.Outcome, after metrics: URLSessionTaskMetrics?, driver: TaskDriver) {
+        guard let metrics else {
+            finishCall(result, driver: driver)
+            return
+        }
+        driver.enqueue {
+            driver.reportMetrics(metrics)
+            self.finishCall(result, driver: driver)
+        }
+    }
 }
 
 /// A data task's body gathered in memory, for a completion handler or an async call.
@@ -174,20 +192,11 @@ final class MemorySink: AsyncDelivering {
             }
         case .async:
             let result = AsyncSlot.outcome(outcome.deliveredError, outcome.response, .data(data), url: driver.originalURL)
-            // After the task delegate's metrics, when it gets any.
-            if let metrics = outcome.metrics {
-                driver.enqueue {
-                    driver.reportMetrics(metrics)
-                    self.finishCall(result, driver: driver)
-                }
-            } else {
-                finishCall(result, driver: driver)
-            }
+            endCall(with: result, after: outcome.metrics, driver: driver)
         }
     }
 
-    /// Ends the async call with `result`.
-    private func finishCall(_ result: AsyncSlot.Outcome, driver: TaskDriver) {
+    func finishCall(_ result: AsyncSlot.Outcome, driver: TaskDriver) {
         buffer.withLock { $0.slot.finish(result) }?.resume(with: result)
         driver.taskCompleted()
     }

@@ -357,7 +357,13 @@ struct FieldRanges {
     var isEmpty: Bool { first == nil }
 
     mutating func append(_ range: Range<Int>) {
-        if first == nil { first = range } else { more = (more ?? []) + [range] }
+        if first == nil {
+            first = range
+        } else if more == nil {
+            more = [range]
+        } else {
+            more!.append(range)
+        }
     }
 
     func forEach(_ body: (Range<Int>) -> Void) {
