@@ -131,7 +131,7 @@ final class HTTP1Connection: TransportStreamDelegate {
             }
             bodySent(Int64(data.count))
         } else {
-            sendBuffer.withReadableBytes { stream.write([$0]) }
+            sendBuffer.withReadableBytes { stream.write($0) }
         }
         if timed, let current = active, case .complete = current.body {
             current.metrics.requestEnd = .now
@@ -555,7 +555,7 @@ final class HTTP1Connection: TransportStreamDelegate {
                 if length == nil {
                     sendBuffer.clear()
                     HTTP1RequestEncoder.encodeLastChunk(into: &sendBuffer)
-                    sendBuffer.withReadableBytes { stream.write([$0]) }
+                    sendBuffer.withReadableBytes { stream.write($0) }
                 }
                 active!.body = .complete
                 if exchange.request.collectsTimings { active!.metrics.requestEnd = .now }
@@ -575,7 +575,7 @@ final class HTTP1Connection: TransportStreamDelegate {
                         Self.crlf.withUnsafeBytes { crlf in stream.write([head, data, crlf]) }
                     }
                 } else {
-                    stream.write([data])
+                    stream.write(data)
                 }
             }
             active!.body = .streaming(producer, length: length, reading: false)

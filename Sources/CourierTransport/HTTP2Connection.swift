@@ -223,7 +223,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
             inSessionIO = true
             session.drainOutput(into: &outgoing)
             inSessionIO = false
-            if !outgoing.isEmpty { outgoing.withReadableBytes { stream.write([$0]) } }
+            if !outgoing.isEmpty { outgoing.withReadableBytes { stream.write($0) } }
         } while flushRequested && !isClosed
         guard !isClosed else { return }
         if let failure = session.connectionFailure {

@@ -173,9 +173,22 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
     // MARK: TransportStream
 
     func write(_ parts: [UnsafeRawBufferPointer]) {
+        encrypt { () throws(TLSError) in
+            for part in parts where part.count > 0 { try engine.write(part) }
+        }
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) {
+        encrypt { () throws(TLSError) in
+            if bytes.count > 0 { try engine.write(bytes) }
+        }
+    }
+
+    /// Hands plaintext to the engine through `feed`, then sends the records it made.
+    private func encrypt(_ feed: () throws(TLSError) -> Void) {
         guard phase == .established, !writeFinished else { return }
         do {
-            for part in parts where part.count > 0 { try engine.write(part) }
+            try feed()
         } catch {
             fail(.remoteProtocol(error))
             return

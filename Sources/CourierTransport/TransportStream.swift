@@ -35,6 +35,8 @@ protocol TransportStream: AnyObject {
     /// Set for TLS streams.
     var tls: TLSDetails? { get }
     func write(_ parts: [UnsafeRawBufferPointer])
+    /// Writes one buffer: ``write(_:)-([UnsafeRawBufferPointer])`` without an array to allocate.
+    func write(_ bytes: UnsafeRawBufferPointer)
     /// True when the connection cannot carry a new request cleanly: unread bytes wait on it, or
     /// the peer closed it.
     var isUnfitForReuse: Bool { get }
@@ -66,6 +68,7 @@ final class PlainStream: TransportStream, StreamChannelDelegate {
     var tls: TLSDetails? { nil }
 
     func write(_ parts: [UnsafeRawBufferPointer]) { channel.write(parts) }
+    func write(_ bytes: UnsafeRawBufferPointer) { channel.write(bytes) }
     var isUnfitForReuse: Bool { channel.peekPendingInput() != .nothing }
     func pauseReading() { channel.pauseReading() }
     func resumeReading() { channel.resumeReading() }

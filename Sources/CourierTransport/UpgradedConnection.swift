@@ -73,7 +73,7 @@ public final class UpgradedConnection: TransportStreamDelegate, @unchecked Senda
     public func write(_ bytes: UnsafeRawBufferPointer) {
         loop.assertInEventLoop()
         guard !isClosed, !writeClosing else { return }
-        stream.write([bytes])
+        stream.write(bytes)
     }
 
     /// True once TLS runs on the connection.
