@@ -178,17 +178,11 @@ struct ConnectionHandle: @unchecked Sendable {
 
     var loop: EventLoop { connection.loop }
 
-    /// Runs `body` with the connection on its loop: at once when already there, else at once
-    /// in the loop's place when the loop is idle (``EventLoop/runBorrowing(_:)``), else queued.
-    /// For a caller that holds no lock.
-    func onLoopBorrowing(_ body: @escaping @Sendable (any PooledConnection) -> Void) {
-        let bound = self
-        connection.loop.runBorrowing { body(bound.connection) }
-    }
-
-    /// ``onLoopBorrowing(_:)`` with `value` for `body`. When `body` captures nothing (pass
-    /// what it needs in `value`) and runs at once, nothing is allocated: the connection, the
-    /// value and `body` travel together to a job that captures nothing either.
+    /// Runs `body` with the connection and `value` on its loop: at once when already there, else
+    /// at once in the loop's place when the loop is idle (``EventLoop/runBorrowing(_:_:)``), else
+    /// queued. For a caller that holds no lock. When `body` captures nothing (pass what it needs
+    /// in `value`) and runs at once, nothing is allocated: the connection, the value and `body`
+    /// travel together to a job that captures nothing either.
     func onLoopBorrowing<Value: Sendable>(_ value: Value, _ body: @escaping @Sendable (any PooledConnection, Value) -> Void) {
         connection.loop.runBorrowing((self, value, body)) { job in job.2(job.0.connection, job.1) }
     }
@@ -199,14 +193,8 @@ struct ConnectionHandle: @unchecked Sendable {
         connection.loop.runOrQueue((self, value, body)) { job in job.2(job.0.connection, job.1) }
     }
 
-    /// Runs `body` with the connection on its loop: at once when already there.
+    /// Runs `body` with the connection on its loop: at once when already there, else queued.
     func onLoop(_ body: @escaping @Sendable (any PooledConnection) -> Void) {
-        let connection = self.connection
-        let bound = self
-        if connection.loop.inEventLoop {
-            body(connection)
-        } else {
-            connection.loop.execute { body(bound.connection) }
-        }
+        connection.loop.runOrQueue((self, body)) { job in job.1(job.0.connection) }
     }
 }
