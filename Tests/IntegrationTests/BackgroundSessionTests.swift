@@ -1269,6 +1269,7 @@ struct BackgroundSessionTests {
         #expect(recorder.finishes(of: id).first?.contents.map { Array($0) } == NginxServer.fixtures["64k.bin"])
         // pproxy's log line may trail the bytes it relayed on a busy machine.
         let carried = await pollUntil(timeout: .seconds(30)) { socks.destinations().contains { $0.contains("\(nginx.port)") } }
-        #expect(carried, "the proxy carried it: \(socks.destinations())")
+        let daemonLog = (try? String(contentsOf: fixture.directory.appendingPathComponent("daemon.log"), encoding: .utf8)) ?? "(no daemon.log)"
+        #expect(carried, "the proxy carried it: \(socks.destinations()); pproxy: \(socks.log()); daemon: \(daemonLog); events: \(recorder.names())")
     }
 }
