@@ -9,6 +9,11 @@ taken out. wrk runs for a time, not a count: its two runs differ by their reques
 
 For Courier the heap allocations per request come with it, W1 and W2 on h1 and on h2
 (CMallocCounter through LD_PRELOAD, the same difference of two runs).
+
+Where perf can read the kernel's tracepoints, each client's system calls and context switches
+per request come with it too (`perf stat -e raw_syscalls:sys_enter,context-switches`, the same
+difference of two runs, at full speed): the kernel's side of a request, which instructions in
+user space do not show — a thread hop costs futex calls and a second context switch.
 """
 import json
 import os
@@ -33,7 +38,18 @@ def counter():
     return None
 
 
+def kernel_counter():
+    """True when perf counts system calls (tracepoints) and context switches for us."""
+    if not shutil.which("perf"):
+        return False
+    probe = subprocess.run(["perf", "stat", "-x,", "-e", "raw_syscalls:sys_enter,context-switches", "true"],
+                           capture_output=True, text=True)
+    return probe.returncode == 0 and len(re.findall(r"^\d+,", probe.stderr, re.M)) == 2
+
+
 def wrap(kind, command):
+    if kind == "kernel":
+        return ["perf", "stat", "-x,", "-e", "raw_syscalls:sys_enter,context-switches", "--"] + command
     if kind == "perf":
         return ["perf", "stat", "-x,", "-e", "instructions:u", "--"] + command
     return ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", "--cache-sim=no", "--branch-sim=no",
@@ -51,6 +67,12 @@ def valgrind_shim(paths):
 
 
 def parse(kind, stderr):
+    if kind == "kernel":
+        syscalls = re.search(r"^(\d+),[^,]*,raw_syscalls:sys_enter", stderr, re.M)
+        switches = re.search(r"^(\d+),[^,]*,context-switches", stderr, re.M)
+        if not syscalls or not switches:
+            raise RuntimeError(f"no system call count in: {stderr.strip()[-400:]}")
+        return int(syscalls.group(1)), int(switches.group(1))
     if kind == "perf":
         match = re.search(r"^(\d+),[^,]*,instructions", stderr, re.M)
     else:
@@ -61,7 +83,8 @@ def parse(kind, stderr):
 
 
 def measure(paths, kind, client, url, count, env, tls):
-    """One run of `client` making about `count` requests: (requests made, instructions)."""
+    """One run of `client` making about `count` requests: (requests made, instructions), or for
+    kind "kernel" (requests made, (system calls, context switches))."""
     name, workload, concurrency = client
     full_env = dict(os.environ, **tls, **(env or {}))
     if kind == "callgrind":
@@ -132,6 +155,7 @@ def run(paths, base, tls, rounds, wanted):
         "W2 h1": (base["h1"] + "/100.bin", [("wrk", "w2", 32), ("Courier", "w2", 32), ("Courier-loop", "w2", 32), ("Go", "w2", 32)]),
         "W2 tls-h2": (base["tls-h2"] + "/100.bin", [("h2load", "w2", 32), ("Courier", "w2", 32), ("Courier-loop", "w2", 32), ("Go", "w2", 32)]),
     }
+    kernel = kernel_counter()
     rows = {}
     for round_number in range(rounds):
         print(f"instructions: round {round_number + 1}/{rounds} ({kind})", flush=True)
@@ -151,6 +175,21 @@ def run(paths, base, tls, rounds, wanted):
                     continue
                 print(f"  {workload} {name}: {per_request:,.0f} instructions a request", flush=True)
                 rows.setdefault(workload, {}).setdefault(name, {"instructions": []})["instructions"].append(per_request)
+                if kernel:
+                    counts = WRK_SECONDS["perf"] if name == "wrk" else (SIZES["perf"], 2 * SIZES["perf"])
+                    try:
+                        (first_requests, first), (second_requests, second) = (
+                            measure(paths, "kernel", client, url, count, env, tls) for count in counts)
+                    except (RuntimeError, ValueError, AttributeError) as error:
+                        print(f"  {workload} {name}: system calls: failed: {str(error)[:300]}", flush=True)
+                        continue
+                    extra = max(second_requests - first_requests, 1)
+                    # A client that needs next to none (wrk on W2) can come out a hair below zero.
+                    syscalls, switches = (max((second[i] - first[i]) / extra, 0.0) for i in (0, 1))
+                    print(f"  {workload} {name}: {syscalls:.2f} system calls, {switches:.2f} context switches a request", flush=True)
+                    entry = rows[workload][name]
+                    entry.setdefault("syscalls", []).append(syscalls)
+                    entry.setdefault("switches", []).append(switches)
             if (not wanted or "Courier" in wanted) and workload in plans:
                 try:
                     per_request = allocations(paths, url, clients[1][1], 2000, clients[1][2], tls)
@@ -166,6 +205,9 @@ def run(paths, base, tls, rounds, wanted):
                 entry["instructionsPerRequest"] = round(statistics.median(figures["instructions"]))
             if figures.get("allocations"):
                 entry["allocationsPerRequest"] = round(statistics.median(figures["allocations"]), 1)
+            if figures.get("syscalls"):
+                entry["syscallsPerRequest"] = round(statistics.median(figures["syscalls"]), 2)
+                entry["contextSwitchesPerRequest"] = round(statistics.median(figures["switches"]), 2)
             table.setdefault(workload, {})[name] = entry
     return kind, size, table
 
@@ -183,16 +225,21 @@ def markdown(document):
              f"User-space instructions of the client process (all threads), counted with {how}; a request's figure is the "
              f"difference between a run of {document['requests']:,} and one of {2 * document['requests']:,} requests over the "
              f"extra requests (wrk: two runs of different lengths, over the difference of their request counts). Medians of "
-             f"{document['rounds']} rounds. Allocations: Courier's heap allocations a request, the same way with 2,000 and 4,000 requests.", "",
-             "| workload | client | instructions/request | × reference | allocations/request |", "|---|---|---:|---:|---:|"]
+             f"{document['rounds']} rounds. Allocations: Courier's heap allocations a request, the same way with 2,000 and 4,000 requests. "
+             f"System calls and context switches: `perf stat -e raw_syscalls:sys_enter,context-switches`, all the client's threads, "
+             f"the same way with {SIZES['perf']:,} and {2 * SIZES['perf']:,} requests at full speed (wrk: {WRK_SECONDS['perf'][0]} and "
+             f"{WRK_SECONDS['perf'][1]} s); empty where perf cannot read the kernel's tracepoints.", "",
+             "| workload | client | instructions/request | × reference | system calls/request | context switches/request | allocations/request |",
+             "|---|---|---:|---:|---:|---:|---:|"]
     for workload in sorted(document["workloads"]):
         clients = document["workloads"][workload]
         reference = clients.get(REFERENCE[workload], {}).get("instructionsPerRequest")
         for name, entry in sorted(clients.items(), key=lambda item: item[1].get("instructionsPerRequest", 0)):
             count = entry.get("instructionsPerRequest")
             ratio = f"{count / reference:.2f}" if count and reference else ""
-            lines.append(f"| {workload} | {name} | {count if count is not None else '':,} | {ratio} | {entry.get('allocationsPerRequest', '')} |"
-                         if count is not None else f"| {workload} | {name} | | | {entry.get('allocationsPerRequest', '')} |")
+            kernel = f"{entry.get('syscallsPerRequest', '')} | {entry.get('contextSwitchesPerRequest', '')}"
+            lines.append(f"| {workload} | {name} | {count:,} | {ratio} | {kernel} | {entry.get('allocationsPerRequest', '')} |"
+                         if count is not None else f"| {workload} | {name} | | | {kernel} | {entry.get('allocationsPerRequest', '')} |")
     lines += ["", "× reference: instructions a request against wrk (h1) or h2load (h2); above 1 means more work than the "
               "reference for each request. Only the client is counted, never nginx."]
     return "\n".join(lines) + "\n"
