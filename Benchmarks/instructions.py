@@ -143,7 +143,8 @@ def allocations(paths, url, workload, count, concurrency, tls):
 
 
 def run(paths, base, tls, rounds, wanted):
-    """Instructions (and for Courier allocations) per request, medians over `rounds`."""
+    """Instructions (with perf's tracepoints, system calls and context switches; for Courier,
+    allocations) per request, medians over `rounds`."""
     kind = counter()
     if kind is None:
         raise SystemExit("--instructions needs perf with a hardware instruction counter, or valgrind")
