@@ -38,18 +38,22 @@ def counter():
     return None
 
 
+# The kernel's side of a request: every system call, and every context switch.
+KERNEL_EVENTS = "raw_syscalls:sys_enter,context-switches"
+
+
 def kernel_counter():
     """True when perf counts system calls (tracepoints) and context switches for us."""
     if not shutil.which("perf"):
         return False
-    probe = subprocess.run(["perf", "stat", "-x,", "-e", "raw_syscalls:sys_enter,context-switches", "true"],
+    probe = subprocess.run(["perf", "stat", "-x,", "-e", KERNEL_EVENTS, "true"],
                            capture_output=True, text=True)
     return probe.returncode == 0 and len(re.findall(r"^\d+,", probe.stderr, re.M)) == 2
 
 
 def wrap(kind, command):
     if kind == "kernel":
-        return ["perf", "stat", "-x,", "-e", "raw_syscalls:sys_enter,context-switches", "--"] + command
+        return ["perf", "stat", "-x,", "-e", KERNEL_EVENTS, "--"] + command
     if kind == "perf":
         return ["perf", "stat", "-x,", "-e", "instructions:u", "--"] + command
     return ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", "--cache-sim=no", "--branch-sim=no",
@@ -67,6 +71,8 @@ def valgrind_shim(paths):
 
 
 def parse(kind, stderr):
+    """The counts a run's stderr gives: (instructions,), or for kind "kernel" (system calls,
+    context switches)."""
     if kind == "kernel":
         syscalls = re.search(r"^(\d+),[^,]*,raw_syscalls:sys_enter", stderr, re.M)
         switches = re.search(r"^(\d+),[^,]*,context-switches", stderr, re.M)
@@ -79,12 +85,11 @@ def parse(kind, stderr):
         match = re.search(r"Collected : (\d+)", stderr)
     if not match:
         raise RuntimeError(f"no instruction count in: {stderr.strip()[-400:]}")
-    return int(match.group(1))
+    return (int(match.group(1)),)
 
 
 def measure(paths, kind, client, url, count, env, tls):
-    """One run of `client` making about `count` requests: (requests made, instructions), or for
-    kind "kernel" (requests made, (system calls, context switches))."""
+    """One run of `client` making about `count` requests: (requests made, what `parse` counts)."""
     name, workload, concurrency = client
     full_env = dict(os.environ, **tls, **(env or {}))
     if kind == "callgrind":
@@ -114,6 +119,17 @@ def measure(paths, kind, client, url, count, env, tls):
     else:
         requests = json.loads(process.stdout.strip().splitlines()[-1])["requests"]
     return requests, parse(kind, process.stderr)
+
+
+def difference(paths, kind, client, url, counts, env, tls):
+    """Runs `client` twice, `counts` requests (wrk: seconds), and returns each count over the
+    second run's extra requests."""
+    (first_requests, first), (second_requests, second) = (
+        measure(paths, kind, client, url, count, env, tls) for count in counts)
+    extra = max(second_requests - first_requests, 1)
+    # A client that needs next to none of something (wrk's context switches on W2) can come
+    # out a hair below zero.
+    return tuple(max((after - before) / extra, 0.0) for before, after in zip(first, second))
 
 
 def bench_binary(paths, kind):
@@ -168,9 +184,7 @@ def run(paths, base, tls, rounds, wanted):
                 env = loop if name == "Courier-loop" else None
                 counts = WRK_SECONDS[kind] if name == "wrk" else (size, 2 * size)
                 try:
-                    (first_requests, first), (second_requests, second) = (
-                        measure(paths, kind, client, url, count, env, tls) for count in counts)
-                    per_request = (second - first) / max(second_requests - first_requests, 1)
+                    per_request, = difference(paths, kind, client, url, counts, env, tls)
                 except (RuntimeError, ValueError, AttributeError) as error:
                     print(f"  {workload} {name}: failed: {str(error)[:300]}", flush=True)
                     continue
@@ -179,14 +193,10 @@ def run(paths, base, tls, rounds, wanted):
                 if kernel:
                     counts = WRK_SECONDS["perf"] if name == "wrk" else (SIZES["perf"], 2 * SIZES["perf"])
                     try:
-                        (first_requests, first), (second_requests, second) = (
-                            measure(paths, "kernel", client, url, count, env, tls) for count in counts)
+                        syscalls, switches = difference(paths, "kernel", client, url, counts, env, tls)
                     except (RuntimeError, ValueError, AttributeError) as error:
                         print(f"  {workload} {name}: system calls: failed: {str(error)[:300]}", flush=True)
                         continue
-                    extra = max(second_requests - first_requests, 1)
-                    # A client that needs next to none (wrk on W2) can come out a hair below zero.
-                    syscalls, switches = (max((second[i] - first[i]) / extra, 0.0) for i in (0, 1))
                     print(f"  {workload} {name}: {syscalls:.2f} system calls, {switches:.2f} context switches a request", flush=True)
                     entry = rows[workload][name]
                     entry.setdefault("syscalls", []).append(syscalls)
