@@ -84,61 +84,7 @@ extension FaultSuiteTests {
         await expectNoLeaks(session, server, log: log, closes: 1)
     }
 
-    // MARK: Downloads and uploads broken off
-
-    @Test("a download reset mid-body is networkConnectionLost; resume data and a partial file of the bytes received only when the response can be resumed; no download file left", .exclusiveDownloadFiles, arguments: FaultValidator.allCases)
-    func downloadResetMidBody(_ validator: FaultValidator) async throws {
-        let body = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
-        let sent = 40_000
-        let server = try ScriptedServer { connection in
-            guard connection.readRequest() != nil else { return }
-            var head = "HTTP/1.1 200 OK\r\nContent-Length: \(body.count)\r\nAccept-Ranges: bytes\r\n"
-            switch validator {
-            case .strongETag: head += "ETag: \"v1\"\r\n"
-            case .lastModified: head += "Last-Modified: Wed, 21 Oct 2015 07:28:00 GMT\r\n"
-            case .absent: break
-            }
-            connection.write(head + "\r\n")
-            connection.write(Array(body[..<sent]))
-            // The bytes reach the client before the reset (as ResumableServer's cuts do).
-            Thread.sleep(forTimeInterval: 0.2)
-            connection.reset()
-        }
-        let downloads = downloadFilesPresent()
-        let partials = partialFilesPresent()
-        defer { removePartialFiles(except: partials) }
-        let session = session()
-        do {
-            let (location, _) = try await session.download(from: server.url("/file.bin"))
-            try? FileManager.default.removeItem(at: location)
-            Issue.record("expected URLError networkConnectionLost, got a whole download")
-        } catch let error as URLError {
-            #expect(error.code == .networkConnectionLost)
-            let kept = partialFilesPresent().subtracting(partials)
-            if validator == .absent {
-                // TaskDriver.recipe: no strong ETag or Last-Modified, nothing If-Range can carry.
-                #expect(error.downloadTaskResumeData == nil)
-                #expect(!error.userInfo.keys.contains(URLSessionDownloadTaskResumeData))
-                #expect(kept.isEmpty, "no partial file without resume data")
-            } else {
-                let resumeData = error.userInfo[URLSessionDownloadTaskResumeData] as? Data
-                #expect(resumeData != nil, "a 200 with Accept-Ranges and a validator can be resumed")
-                #expect(error.downloadTaskResumeData == resumeData)
-                #expect(kept.count == 1, "the partial file is kept for the resume data: \(kept)")
-                if let name = kept.first {
-                    let path = FileManager.default.temporaryDirectory.appendingPathComponent(name).path
-                    let contents = Array(FileManager.default.contents(atPath: path) ?? Data())
-                    #expect(!contents.isEmpty && contents.count <= sent, "\(contents.count) bytes kept of \(sent) sent")
-                    #expect(contents == Array(body[..<min(contents.count, sent)]), "the partial file holds the body's first bytes")
-                }
-            }
-        } catch {
-            Issue.record("expected URLError networkConnectionLost, got \(error)")
-        }
-        let cleaned = await pollUntil(timeout: .seconds(2)) { downloadFilesPresent() == downloads }
-        #expect(cleaned, "no CourierDownload_ file is left")
-        await expectNoLeaks(session, server)
-    }
+    // MARK: Uploads broken off (the download is FaultSuiteDownloadTests)
 
     @Test("a 1 MiB upload answered 413 before its body was read, then a lingering close (FIN, body drained): the task completes with the 413")
     func uploadRefusedWithLingeringClose() async throws {
@@ -238,6 +184,66 @@ enum FaultLateBytes: String, CaseIterable, Sendable, CustomTestStringConvertible
     case forgedResponseWhileIdle
 
     var testDescription: String { rawValue }
+}
+
+/// The fault suite's download broken off, in a suite of its own: it holds the download-files
+/// lock, and the fault suite's one-minute `.timeLimit` would count its wait for the lock (other
+/// tests' downloads, long under a sanitizer). Its minute starts once it has the lock.
+@Suite("HTTP/1.1 fault suite: a download broken off")
+struct FaultSuiteDownloadTests {
+    @Test("a download reset mid-body is networkConnectionLost; resume data and a partial file of the bytes received only when the response can be resumed; no download file left", .exclusiveDownloadFiles(timeLimit: .seconds(60)), arguments: FaultValidator.allCases)
+    func downloadResetMidBody(_ validator: FaultValidator) async throws {
+        let body = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+        let sent = 40_000
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            var head = "HTTP/1.1 200 OK\r\nContent-Length: \(body.count)\r\nAccept-Ranges: bytes\r\n"
+            switch validator {
+            case .strongETag: head += "ETag: \"v1\"\r\n"
+            case .lastModified: head += "Last-Modified: Wed, 21 Oct 2015 07:28:00 GMT\r\n"
+            case .absent: break
+            }
+            connection.write(head + "\r\n")
+            connection.write(Array(body[..<sent]))
+            // The bytes reach the client before the reset (as ResumableServer's cuts do).
+            Thread.sleep(forTimeInterval: 0.2)
+            connection.reset()
+        }
+        let downloads = downloadFilesPresent()
+        let partials = partialFilesPresent()
+        defer { removePartialFiles(except: partials) }
+        let session = FaultSuiteTests().session()
+        do {
+            let (location, _) = try await session.download(from: server.url("/file.bin"))
+            try? FileManager.default.removeItem(at: location)
+            Issue.record("expected URLError networkConnectionLost, got a whole download")
+        } catch let error as URLError {
+            #expect(error.code == .networkConnectionLost)
+            let kept = partialFilesPresent().subtracting(partials)
+            if validator == .absent {
+                // TaskDriver.recipe: no strong ETag or Last-Modified, nothing If-Range can carry.
+                #expect(error.downloadTaskResumeData == nil)
+                #expect(!error.userInfo.keys.contains(URLSessionDownloadTaskResumeData))
+                #expect(kept.isEmpty, "no partial file without resume data")
+            } else {
+                let resumeData = error.userInfo[URLSessionDownloadTaskResumeData] as? Data
+                #expect(resumeData != nil, "a 200 with Accept-Ranges and a validator can be resumed")
+                #expect(error.downloadTaskResumeData == resumeData)
+                #expect(kept.count == 1, "the partial file is kept for the resume data: \(kept)")
+                if let name = kept.first {
+                    let path = FileManager.default.temporaryDirectory.appendingPathComponent(name).path
+                    let contents = Array(FileManager.default.contents(atPath: path) ?? Data())
+                    #expect(!contents.isEmpty && contents.count <= sent, "\(contents.count) bytes kept of \(sent) sent")
+                    #expect(contents == Array(body[..<min(contents.count, sent)]), "the partial file holds the body's first bytes")
+                }
+            }
+        } catch {
+            Issue.record("expected URLError networkConnectionLost, got \(error)")
+        }
+        let cleaned = await pollUntil(timeout: .seconds(2)) { downloadFilesPresent() == downloads }
+        #expect(cleaned, "no CourierDownload_ file is left")
+        await expectNoLeaks(session, server)
+    }
 }
 
 /// The validator a download's response carries.

@@ -46,16 +46,52 @@ public actor DownloadFilesLock {
     }
 }
 
-/// Runs a test holding ``DownloadFilesLock``.
+/// Runs a test holding ``DownloadFilesLock``, and with `timeLimit`, gives its body that long
+/// from the moment it has the lock.
+///
+/// A suite's `.timeLimit` counts the wait for the lock too, and the wait is as long as other
+/// tests' downloads (seconds each, more under a sanitizer), so a test that holds the lock takes
+/// its limit from here instead, in a suite without one.
 public struct ExclusiveDownloadFiles: TestTrait, TestScoping {
-    public init() {}
+    public let timeLimit: Duration?
+
+    public init(timeLimit: Duration? = nil) {
+        self.timeLimit = timeLimit
+    }
 
     public func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
-        try await DownloadFilesLock.holding { try await function() }
+        try await DownloadFilesLock.holding {
+            guard let timeLimit else { return try await function() }
+            // The group awaits both children before it returns, so the body does not outlive
+            // this call.
+            try await withoutActuallyEscaping(function) { function in
+                try await withThrowingTaskGroup(of: Bool.self) { group in
+                    group.addTask {
+                        try await function()
+                        return true
+                    }
+                    group.addTask {
+                        // Cancelled when the body ends first; a cancelled sleep throws, which
+                        // the group discards.
+                        try await Task.sleep(for: timeLimit)
+                        return false
+                    }
+                    // The first child to end decides; the other is cancelled and awaited.
+                    defer { group.cancelAll() }
+                    if let finished = try await group.next(), !finished {
+                        Issue.record("Time limit was exceeded: \(timeLimit) after the download-files lock was taken")
+                    }
+                }
+            }
+        }
     }
 }
 
 extension Trait where Self == ExclusiveDownloadFiles {
     /// The test looks at which download files exist: no other test's download runs meanwhile.
     public static var exclusiveDownloadFiles: Self { Self() }
+
+    /// As ``exclusiveDownloadFiles``, and the test's body gets `timeLimit` once it has the lock
+    /// (for a test in a suite without `.timeLimit`; a suite's limit would count the wait).
+    public static func exclusiveDownloadFiles(timeLimit: Duration) -> Self { Self(timeLimit: timeLimit) }
 }
