@@ -23,6 +23,8 @@ import DequeModule
 /// 10,000 of the 104,000 instructions a sequential HTTP/1.1 request took through `URLSession`.
 public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendable {
     public typealias Action = PoolAction<DialError>
+    /// What one event asks for, in order.
+    public typealias Actions = PoolActions<DialError>
 
     /// One connection slot.
     ///
@@ -82,7 +84,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
     /// A request wants a connection. `requiresNewConnection` marks the single retry of a
     /// request whose reused connection turned out to be stale.
     @inlinable
-    public mutating func requestQueued(_ request: PoolRequestID, requiresNewConnection: Bool = false) -> [Action] {
+    public mutating func requestQueued(_ request: PoolRequestID, requiresNewConnection: Bool = false) -> Actions {
         if shuttingDown { return [.failRequest(request, .shutDown)] }
         if !requiresNewConnection, let (connection, actions) = leaseAvailable(to: request) {
             _ = connection
@@ -95,7 +97,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
     /// The caller gave up on a request. A waiting request is failed as cancelled; one already
     /// executing is the connection's business, so nothing happens here.
     @inlinable
-    public mutating func requestCancelled(_ request: PoolRequestID) -> [Action] {
+    public mutating func requestCancelled(_ request: PoolRequestID) -> Actions {
         guard let index = waiters.firstIndex(where: { $0.id == request }) else { return [] }
         waiters.remove(at: index)
         return [.failRequest(request, .cancelled)] + dropUnneededBackoff()
@@ -105,7 +107,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
 
     /// A dial succeeded.
     @inlinable
-    public mutating func connectionEstablished(_ id: PoolConnectionID, protocol: PoolConnectionProtocol) -> [Action] {
+    public mutating func connectionEstablished(_ id: PoolConnectionID, protocol: PoolConnectionProtocol) -> Actions {
         guard connections[id] == .connecting else { return [] }
         consecutiveDialFailures = 0
         if shuttingDown {
@@ -131,7 +133,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
 
     /// A dial failed.
     @inlinable
-    public mutating func connectionFailed(_ id: PoolConnectionID, error: DialError) -> [Action] {
+    public mutating func connectionFailed(_ id: PoolConnectionID, error: DialError) -> Actions {
         guard connections[id] == .connecting else { return [] }
         connections[id] = nil
         consecutiveDialFailures += 1
@@ -139,7 +141,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
         guard !waiters.isEmpty else { return [] }
         if !hasLiveConnection {
             // Nothing else can serve the waiters: fail them with the dial error.
-            var actions: [Action] = waiters.map { .failRequest($0.id, .dialFailed(error)) }
+            var actions = Actions(waiters.lazy.map { Action.failRequest($0.id, .dialFailed(error)) })
             waiters.removeAll()
             actions += dropUnneededBackoff()
             return actions
@@ -150,7 +152,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
 
     /// A failed dial's backoff elapsed.
     @inlinable
-    public mutating func backoffElapsed(_ id: PoolConnectionID) -> [Action] {
+    public mutating func backoffElapsed(_ id: PoolConnectionID) -> Actions {
         guard connections[id] == .backingOff else { return [] }
         connections[id] = nil
         if shuttingDown { return shutdownCompleteIfDone() }
@@ -159,7 +161,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
 
     /// An HTTP/1 request finished and its connection can carry another.
     @inlinable
-    public mutating func connectionReleased(_ id: PoolConnectionID) -> [Action] {
+    public mutating func connectionReleased(_ id: PoolConnectionID) -> Actions {
         guard case .http1Leased = connections[id] else { return [] }
         if shuttingDown {
             connections[id] = nil
@@ -176,7 +178,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
 
     /// An HTTP/2 stream ended.
     @inlinable
-    public mutating func streamClosed(_ id: PoolConnectionID) -> [Action] {
+    public mutating func streamClosed(_ id: PoolConnectionID) -> Actions {
         guard case .http2(let active, let maxStreams, let draining) = connections[id], active > 0 else { return [] }
         connections[id] = .http2(activeStreams: active - 1, maxStreams: maxStreams, draining: draining)
         if draining || shuttingDown {
@@ -193,16 +195,16 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
 
     /// The server changed its stream limit.
     @inlinable
-    public mutating func http2SettingsReceived(_ id: PoolConnectionID, maxConcurrentStreams: Int) -> [Action] {
+    public mutating func http2SettingsReceived(_ id: PoolConnectionID, maxConcurrentStreams: Int) -> Actions {
         guard case .http2(let active, _, let draining) = connections[id] else { return [] }
         connections[id] = .http2(activeStreams: active, maxStreams: max(maxConcurrentStreams, 0), draining: draining)
         guard !draining, !shuttingDown else { return [] }
-        var actions: [Action] = []
+        var actions = Actions()
         let wasIdle = idleOrder.contains(id)
         actions += assignWaiters(toHTTP2: id, includingRetries: false)
         if wasIdle, case .http2(let nowActive, _, _) = connections[id], nowActive > 0 {
             idleOrder.removeAll { $0 == id }
-            actions.insert(.cancelIdleTimer(id), at: 0)
+            actions.prepend(.cancelIdleTimer(id))
         }
         return actions + dialIfNeeded()
     }
@@ -210,7 +212,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
     /// The server sent GOAWAY: no new streams; the connection closes once its streams end.
     /// Streams above the last-stream-id are the driver's to re-queue.
     @inlinable
-    public mutating func goAwayReceived(_ id: PoolConnectionID) -> [Action] {
+    public mutating func goAwayReceived(_ id: PoolConnectionID) -> Actions {
         guard case .http2(let active, let maxStreams, _) = connections[id] else { return [] }
         if active == 0 {
             connections[id] = nil
@@ -225,9 +227,9 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
     /// A connection closed: the peer closed it, or the driver did after a response that
     /// forbade reuse or after an error. A request it carried is the driver's to finish.
     @inlinable
-    public mutating func connectionClosed(_ id: PoolConnectionID) -> [Action] {
+    public mutating func connectionClosed(_ id: PoolConnectionID) -> Actions {
         guard let state = connections.removeValue(forKey: id) else { return [] }
-        var actions: [Action] = []
+        var actions = Actions()
         if idleOrder.contains(id) {
             idleOrder.removeAll { $0 == id }
             actions.append(.cancelIdleTimer(id))
@@ -239,7 +241,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
 
     /// An idle connection's timer fired.
     @inlinable
-    public mutating func idleTimeoutFired(_ id: PoolConnectionID) -> [Action] {
+    public mutating func idleTimeoutFired(_ id: PoolConnectionID) -> Actions {
         guard idleOrder.contains(id) else { return [] }
         idleOrder.removeAll { $0 == id }
         connections[id] = nil
@@ -249,10 +251,10 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
 
     /// Stop: waiting requests fail, idle connections close, busy ones close when done.
     @inlinable
-    public mutating func shutdown() -> [Action] {
+    public mutating func shutdown() -> Actions {
         guard !shuttingDown else { return [] }
         shuttingDown = true
-        var actions: [Action] = waiters.map { .failRequest($0.id, .shutDown) }
+        var actions = Actions(waiters.lazy.map { Action.failRequest($0.id, .shutDown) })
         waiters.removeAll()
         for id in idleOrder {
             connections[id] = nil
