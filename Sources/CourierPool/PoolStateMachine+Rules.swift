@@ -5,7 +5,7 @@ extension PoolStateMachine {
     /// Leases an available connection to `request`: an HTTP/2 connection with a free stream
     /// first, else the most recently used idle HTTP/1 connection.
     @inlinable
-    mutating func leaseAvailable(to request: PoolRequestID) -> (PoolConnectionID, Actions)? {
+    mutating func leaseAvailable(to request: PoolRequestID) -> (PoolConnectionID, [Action])? {
         // The lowest-numbered HTTP/2 connection with a free stream (a scan, not a sort: this
         // runs for every request).
         var chosen: (id: PoolConnectionID, active: Int, maxStreams: Int)?
@@ -15,7 +15,7 @@ extension PoolStateMachine {
         }
         if let (id, active, maxStreams) = chosen {
             connections[id] = .http2(activeStreams: active + 1, maxStreams: maxStreams, draining: false)
-            var actions = Actions()
+            var actions: [Action] = []
             if active == 0, idleOrder.contains(id) {
                 idleOrder.removeAll { $0 == id }
                 actions.append(.cancelIdleTimer(id))
@@ -32,8 +32,8 @@ extension PoolStateMachine {
 
     /// Gives waiting requests to an HTTP/2 connection's free streams.
     @inlinable
-    mutating func assignWaiters(toHTTP2 id: PoolConnectionID, includingRetries: Bool) -> Actions {
-        var actions = Actions()
+    mutating func assignWaiters(toHTTP2 id: PoolConnectionID, includingRetries: Bool) -> [Action] {
+        var actions: [Action] = []
         while case .http2(let active, let maxStreams, false) = connections[id], active < maxStreams,
               let index = waiters.firstIndex(where: { includingRetries || !$0.requiresNewConnection }) {
             let waiter = waiters.remove(at: index)
@@ -59,7 +59,7 @@ extension PoolStateMachine {
 
     /// Dials as many connections as the waiters need, within the limit.
     @inlinable
-    mutating func dialIfNeeded() -> Actions {
+    mutating func dialIfNeeded() -> [Action] {
         guard !shuttingDown, !waiters.isEmpty else { return [] }
         let pending = connections.values.filter { $0 == .connecting || $0 == .backingOff }.count
         // HTTP/2 may be negotiated: one connection in its handshake could serve everyone.
@@ -68,7 +68,7 @@ extension PoolStateMachine {
         }
         // An HTTP/2 connection with no free stream left counts as no capacity.
         var needed = waiters.count - pending
-        var actions = Actions()
+        var actions: [Action] = []
         while needed > 0 && connections.count < configuration.maxConnections {
             let id = PoolConnectionID(nextConnectionID)
             nextConnectionID += 1
@@ -81,9 +81,9 @@ extension PoolStateMachine {
 
     /// A connection has nothing to do: start its idle timer and keep the idle set bounded.
     @inlinable
-    mutating func becameIdle(_ id: PoolConnectionID) -> Actions {
+    mutating func becameIdle(_ id: PoolConnectionID) -> [Action] {
         idleOrder.append(id)
-        var actions: Actions = [.scheduleIdleTimer(id, configuration.idleTimeout)]
+        var actions: [Action] = [.scheduleIdleTimer(id, configuration.idleTimeout)]
         var closed = false
         while idleOrder.count > configuration.maxIdleConnections {
             let oldest = idleOrder.removeFirst()
@@ -97,9 +97,9 @@ extension PoolStateMachine {
 
     /// With nobody waiting, slots backing off are no longer needed.
     @inlinable
-    mutating func dropUnneededBackoff() -> Actions {
+    mutating func dropUnneededBackoff() -> [Action] {
         guard waiters.isEmpty else { return [] }
-        var actions = Actions()
+        var actions: [Action] = []
         for id in backingOffSlots() {
             connections[id] = nil
             actions.append(.cancelBackoffTimer(id))
@@ -127,7 +127,7 @@ extension PoolStateMachine {
     }
 
     @inlinable
-    mutating func shutdownCompleteIfDone() -> Actions {
+    mutating func shutdownCompleteIfDone() -> [Action] {
         guard shuttingDown, connections.isEmpty, waiters.isEmpty, !shutdownReported else { return [] }
         shutdownReported = true
         return [.shutdownComplete]

@@ -23,8 +23,6 @@ import DequeModule
 /// 10,000 of the 104,000 instructions a sequential HTTP/1.1 request took through `URLSession`.
 public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendable {
     public typealias Action = PoolAction<DialError>
-    /// What one event asks for, in order.
-    public typealias Actions = PoolActions<DialError>
 
     /// One connection slot.
     ///
@@ -84,7 +82,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
     /// A request wants a connection. `requiresNewConnection` marks the single retry of a
     /// request whose reused connection turned out to be stale.
     @inlinable
-    public mutating func requestQueued(_ request: PoolRequestID, requiresNewConnection: Bool = false) -> Actions {
+    public mutating func requestQueued(_ request: PoolRequestID, requiresNewConnection: Bool = false) -> [Action] {
         if shuttingDown { return [.failRequest(request, .shutDown)] }
         if !requiresNewConnection, let (connection, actions) = leaseAvailable(to: request) {
             _ = connection
@@ -97,7 +95,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
     /// The caller gave up on a request. A waiting request is failed as cancelled; one already
     /// executing is the connection's business, so nothing happens here.
     @inlinable
-    public mutating func requestCancelled(_ request: PoolRequestID) -> Actions {
+    public mutating func requestCancelled(_ request: PoolRequestID) -> [Action] {
         guard let index = waiters.firstIndex(where: { $0.id == request }) else { return [] }
         waiters.remove(at: index)
         return [.failRequest(request, .cancelled)] + dropUnneededBackoff()
@@ -107,7 +105,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
 
     /// A dial succeeded.
     @inlinable
-    public mutating func connectionEstablished(_ id: PoolConnectionID, protocol: PoolConnectionProtocol) -> Actions {
+    public mutating func connectionEstablished(_ id: PoolConnectionID, protocol: PoolConnectionProtocol) -> [Action] {
         guard connections[id] == .connecting else { return [] }
         consecutiveDialFailures = 0
         if shuttingDown {
@@ -133,7 +131,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
 
     /// A dial failed.
     @inlinable
-    public mutating func connectionFailed(_ id: PoolConnectionID, error: DialError) -> Actions {
+    public mutating func connectionFailed(_ id: PoolConnectionID, error: DialError) -> [Action] {
         guard connections[id] == .connecting else { return [] }
         connections[id] = nil
         consecutiveDialFailures += 1
@@ -141,7 +139,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
         guard !waiters.isEmpty else { return [] }
         if !hasLiveConnection {
             // Nothing else can serve the waiters: fail them with the dial error.
-            var actions = Actions(waiters.lazy.map { Action.failRequest($0.id, .dialFailed(error)) })
+            var actions: [Action] = waiters.map { .failRequest($0.id, .dialFailed(error)) }
             waiters.removeAll()
             actions += dropUnneededBackoff()
             return actions
@@ -152,7 +150,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
 
     /// A failed dial's backoff elapsed.
     @inlinable
-    public mutating func backoffElapsed(_ id: PoolConnectionID) -> Actions {
+    public mutating func backoffElapsed(_ id: PoolConnectionID) -> [Action] {
         guard connections[id] == .backingOff else { return [] }
         connections[id] = nil
         if shuttingDown { return shutdownCompleteIfDone() }
@@ -161,7 +159,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
 
     /// An HTTP/1 request finished and its connection can carry another.
     @inlinable
-    public mutating func connectionReleased(_ id: PoolConnectionID) -> Actions {
+    public mutating func connectionReleased(_ id: PoolConnectionID) -> [Action] {
         guard case .http1Leased = connections[id] else { return [] }
         if shuttingDown {
             connections[id] = nil
@@ -178,7 +176,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
 
     /// An HTTP/2 stream ended.
     @inlinable
-    public mutating func streamClosed(_ id: PoolConnectionID) -> Actions {
+    public mutating func streamClosed(_ id: PoolConnectionID) -> [Action] {
         guard case .http2(let active, let maxStreams, let draining) = connections[id], active > 0 else { return [] }
         connections[id] = .http2(activeStreams: active - 1, maxStreams: maxStreams, draining: draining)
         if draining || shuttingDown {
@@ -195,16 +193,16 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
 
     /// The server changed its stream limit.
     @inlinable
-    public mutating func http2SettingsReceived(_ id: PoolConnectionID, maxConcurrentStreams: Int) -> Actions {
+    public mutating func http2SettingsReceived(_ id: PoolConnectionID, maxConcurrentStreams: Int) -> [Action] {
         guard case .http2(let active, _, let draining) = connections[id] else { return [] }
         connections[id] = .http2(activeStreams: active, maxStreams: max(maxConcurrentStreams, 0), draining: draining)
         guard !draining, !shuttingDown else { return [] }
-        var actions = Actions()
+        var actions: [Action] = []
         let wasIdle = idleOrder.contains(id)
         actions += assignWaiters(toHTTP2: id, includingRetries: false)
         if wasIdle, case .http2(let nowActive, _, _) = connections[id], nowActive > 0 {
             idleOrder.removeAll { $0 == id }
-            actions.prepend(.cancelIdleTimer(id))
+            actions.insert(.cancelIdleTimer(id), at: 0)
         }
         return actions + dialIfNeeded()
     }
@@ -212,7 +210,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
     /// The server sent GOAWAY: no new streams; the connection closes once its streams end.
     /// Streams above the last-stream-id are the driver's to re-queue.
     @inlinable
-    public mutating func goAwayReceived(_ id: PoolConnectionID) -> Actions {
+    public mutating func goAwayReceived(_ id: PoolConnectionID) -> [Action] {
         guard case .http2(let active, let maxStreams, _) = connections[id] else { return [] }
         if active == 0 {
             connections[id] = nil
@@ -227,9 +225,9 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
     /// A connection closed: the peer closed it, or the driver did after a response that
     /// forbade reuse or after an error. A request it carried is the driver's to finish.
     @inlinable
-    public mutating func connectionClosed(_ id: PoolConnectionID) -> Actions {
+    public mutating func connectionClosed(_ id: PoolConnectionID) -> [Action] {
         guard let state = connections.removeValue(forKey: id) else { return [] }
-        var actions = Actions()
+        var actions: [Action] = []
         if idleOrder.contains(id) {
             idleOrder.removeAll { $0 == id }
             actions.append(.cancelIdleTimer(id))
@@ -241,7 +239,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
 
     /// An idle connection's timer fired.
     @inlinable
-    public mutating func idleTimeoutFired(_ id: PoolConnectionID) -> Actions {
+    public mutating func idleTimeoutFired(_ id: PoolConnectionID) -> [Action] {
         guard idleOrder.contains(id) else { return [] }
         idleOrder.removeAll { $0 == id }
         connections[id] = nil
@@ -251,10 +249,10 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
 
     /// Stop: waiting requests fail, idle connections close, busy ones close when done.
     @inlinable
-    public mutating func shutdown() -> Actions {
+    public mutating func shutdown() -> [Action] {
         guard !shuttingDown else { return [] }
         shuttingDown = true
-        var actions = Actions(waiters.lazy.map { Action.failRequest($0.id, .shutDown) })
+        var actions: [Action] = waiters.map { .failRequest($0.id, .shutDown) }
         waiters.removeAll()
         for id in idleOrder {
             connections[id] = nil

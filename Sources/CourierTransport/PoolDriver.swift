@@ -10,7 +10,6 @@ import Foundation
 final class PoolDriver: Sendable {
     typealias Machine = PoolStateMachine<DialFailure>
     typealias Action = PoolAction<DialFailure>
-    typealias Actions = PoolActions<DialFailure>
 
     struct State {
         var machine: Machine
@@ -61,7 +60,7 @@ final class PoolDriver: Sendable {
     func submit(_ exchange: HTTPExchange, requiresNewConnection: Bool = false, entry: LoopEntry = .queued) {
         var waitTimer: (at: ContinuousClock.Instant, generation: Int)?
         var retired = false
-        let actions = state.withLock { state -> Actions? in
+        let actions = state.withLock { state -> [Action]? in
             if state.retired {
                 retired = true
                 return []
@@ -121,7 +120,7 @@ final class PoolDriver: Sendable {
     private func waitTimerFired(generation: Int) {
         let now = ContinuousClock.now
         var expired: [HTTPExchange] = []
-        var actions: Actions = []
+        var actions: [Action] = []
         var next: (at: ContinuousClock.Instant, generation: Int)?
         state.withLock { state in
             guard state.waitTimer?.generation == generation else { return }
@@ -159,7 +158,7 @@ final class PoolDriver: Sendable {
     }
 
     func connectionClosed(_ id: PoolConnectionID) {
-        run(state.withLock { state -> Actions in
+        run(state.withLock { state -> [Action] in
             state.connections[id] = nil
             return state.machine.connectionClosed(id)
         })
@@ -196,7 +195,7 @@ final class PoolDriver: Sendable {
     /// exchange.
     func retire() -> [HTTPExchange] {
         var waiting: [HTTPExchange] = []
-        let actions = state.withLock { state -> Actions in
+        let actions = state.withLock { state -> [Action] in
             state.retired = true
             waiting = state.exchanges.sorted { $0.key < $1.key }.map(\.value)
             state.exchanges.removeAll()
@@ -220,7 +219,7 @@ final class PoolDriver: Sendable {
         case borrowing
     }
 
-    private func run(_ actions: Actions, entry: LoopEntry = .queued) {
+    private func run(_ actions: [Action], entry: LoopEntry = .queued) {
         // An idle connection that takes a request is told both in one trip to its loop.
         var cancelsIdleTimerOf: PoolConnectionID?
         for (index, action) in actions.enumerated() {
@@ -325,7 +324,7 @@ final class PoolDriver: Sendable {
             connection = HTTP1Connection(id: id, stream: stream, pool: self, timings: timings)
             kind = .http1
         }
-        let actions = state.withLock { state -> Actions in
+        let actions = state.withLock { state -> [Action] in
             state.connections[id] = ConnectionHandle(connection: connection)
             return state.machine.connectionEstablished(id, protocol: kind)
         }
@@ -334,7 +333,7 @@ final class PoolDriver: Sendable {
 
     private func connectionFailed(_ id: PoolConnectionID, _ failure: DialFailure) {
         var refused: HTTPExchange?
-        let actions = state.withLock { state -> Actions in
+        let actions = state.withLock { state -> [Action] in
             var actions = state.machine.connectionFailed(id, error: failure)
             // A proxy's refusal of a tunnel answers the credential of the request it was dialed
             // for (the oldest waiting). When other connections live, the machine keeps its

@@ -68,12 +68,7 @@ enum PoolEvent: Equatable {
 }
 
 extension Machine {
-    /// The event's actions as an array, for comparing with array literals and tables.
     mutating func handle(_ event: PoolEvent) -> [Action] {
-        Array(actions(for: event))
-    }
-
-    private mutating func actions(for event: PoolEvent) -> Actions {
         switch event {
         case .queued(let r, let retry): return requestQueued(r, requiresNewConnection: retry)
         case .cancelled(let r): return requestCancelled(r)
@@ -87,7 +82,7 @@ extension Machine {
         case .closed(let c): return connectionClosed(c)
         case .idleTimeoutFired(let c): return idleTimeoutFired(c)
         case .shutdown: return shutdown()
-        case .ignored(let inner): return actions(for: inner)
+        case .ignored(let inner): return handle(inner)
         }
     }
 }
