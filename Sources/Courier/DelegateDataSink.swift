@@ -135,7 +135,7 @@ final class DelegateDataSink: TaskSink {
                     return .deliver(receiver, startBatch: pending.batch.open(), crossedHigh: crossedHigh)
                 }
             }
-            if case .copy = route { copy = Data(bytes) }
+            if case .copy = route { copy = ReadCopies.shared.data(copying: bytes) }
         }
         switch route {
         case .none, .copy:
