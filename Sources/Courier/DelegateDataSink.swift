@@ -50,17 +50,8 @@ final class DelegateDataSink: TaskSink {
         /// The parts could not be read: the task fails, and later bytes are dropped.
         var multipartFailed = false
         /// Delegate calls whose order matters (data, parts, the completion), in that order,
-        /// for the one drain at a time that runs them on the delegate queue (``send(_:driver:)``).
-        var outbox: [@Sendable () -> Void] = []
-        var draining = false
-
-        /// Adds `call` to the outbox; true when a drain must be queued to run it.
-        mutating func post(_ call: @escaping @Sendable () -> Void) -> Bool {
-            outbox.append(call)
-            guard !draining else { return false }
-            draining = true
-            return true
-        }
+        /// for the drain that runs them on the delegate queue (``send(_:driver:)``).
+        var outbox = SerialCalls()
     }
 
     private let pending = Mutex(Pending())
@@ -167,7 +158,7 @@ final class DelegateDataSink: TaskSink {
         let session = driver.session
         let wake = pending.withLock { pending -> Bool in
             guard pending.batch.markQueued() else { return false }
-            return pending.post { [self] in
+            return pending.outbox.post { [self] in
                 let reads = self.pending.withLock { pending -> [Data] in
                     pending.batch.close()
                     defer { pending.reads = [] }
@@ -191,17 +182,13 @@ final class DelegateDataSink: TaskSink {
     /// thread's core and spin on the lock this thread still held: a fifth of a 1 GiB
     /// download's CPU time with both threads on one core.
     private func send(_ call: @escaping @Sendable () -> Void, driver: TaskDriver) {
-        if pending.withLock({ $0.post(call) }) { driver.enqueue { [self] in drain() } }
+        if pending.withLock({ $0.outbox.post(call) }) { driver.enqueue { [self] in drain() } }
     }
 
     /// Runs the outbox's calls in order, outside the lock, until it is empty.
     private func drain() {
         while true {
-            let calls = pending.withLock { pending -> [@Sendable () -> Void] in
-                if pending.outbox.isEmpty { pending.draining = false }
-                defer { pending.outbox = [] }
-                return pending.outbox
-            }
+            let calls = pending.withLock { $0.outbox.takeAll() }
             guard !calls.isEmpty else { return }
             for call in calls { call() }
         }

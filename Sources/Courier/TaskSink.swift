@@ -230,3 +230,26 @@ struct Batch {
         isOpen = false
     }
 }
+
+/// Calls run in the order given, by one drain at a time, under its owner's lock: `post` says
+/// whether a drain must be started (none is running), and the drain calls `takeAll` until it
+/// gets nothing, which ends it. The drain runs the calls outside the lock.
+struct SerialCalls {
+    private var calls: [@Sendable () -> Void] = []
+    private var draining = false
+
+    /// Adds `call`; true when the caller must start a drain.
+    mutating func post(_ call: @escaping @Sendable () -> Void) -> Bool {
+        calls.append(call)
+        guard !draining else { return false }
+        draining = true
+        return true
+    }
+
+    /// The calls posted since the last take; none ends the drain.
+    mutating func takeAll() -> [@Sendable () -> Void] {
+        if calls.isEmpty { draining = false }
+        defer { calls = [] }
+        return calls
+    }
+}

@@ -213,13 +213,8 @@ final class URLProtocolLoad: NSObject, URLProtocolClient, @unchecked Sendable {
 final class URLProtocolThread: @unchecked Sendable {
     static let shared = URLProtocolThread()
 
-    private struct Queue {
-        var jobs: [@Sendable () -> Void] = []
-        /// A drain is scheduled on the run loop and has not yet emptied the queue.
-        var draining = false
-    }
-
-    private let queue = Mutex(Queue())
+    /// The jobs given and not yet run; a drain on the run loop runs them.
+    private let queue = Mutex(SerialCalls())
     private let ready = DispatchSemaphore(value: 0)
     /// Set once by the thread before `ready` is signalled; read only after.
     private nonisolated(unsafe) var runLoop: RunLoop?
@@ -244,23 +239,13 @@ final class URLProtocolThread: @unchecked Sendable {
 
     /// Runs `job` on the protocol thread, after the jobs given before it.
     func perform(_ job: @escaping @Sendable () -> Void) {
-        let schedule = queue.withLock { queue -> Bool in
-            queue.jobs.append(job)
-            guard !queue.draining else { return false }
-            queue.draining = true
-            return true
-        }
-        guard schedule, let runLoop else { return }
+        guard queue.withLock({ $0.post(job) }), let runLoop else { return }
         runLoop.add(Timer(timeInterval: 0, repeats: false) { [self] _ in drain() }, forMode: .default)
     }
 
     private func drain() {
         while true {
-            let jobs = queue.withLock { queue -> [@Sendable () -> Void] in
-                if queue.jobs.isEmpty { queue.draining = false }
-                defer { queue.jobs = [] }
-                return queue.jobs
-            }
+            let jobs = queue.withLock { $0.takeAll() }
             if jobs.isEmpty { return }
             for job in jobs { job() }
         }
