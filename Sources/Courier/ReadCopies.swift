@@ -6,9 +6,9 @@ import Foundation
 /// `Data` go.
 ///
 /// A new `Data` for each 64 KiB read of a big download, freed on the delegate queue's thread
-/// right after `didReceive data`, let malloc hand the memory back to the kernel (the loop's
-/// arena trims its top) and fault it in again for the next read: about 20,000 page faults in a
-/// 1 GiB download. A few spare buffers, kept here, leave about 4,500.
+/// right after `didReceive data`, let malloc hand the memory back to the kernel and fault it in
+/// again for a later read: about 19,400 page faults in a 1 GiB download. With a few spare
+/// buffers kept here, 2,300 to 7,900.
 ///
 /// Only reads of at least ``smallest`` bytes use a buffer, so a `Data` the delegate keeps holds
 /// at most four times its bytes; smaller ones are copied into a `Data` of their own size.
