@@ -98,53 +98,53 @@ final class DelegateDataSink: TaskSink {
     }
 
     func receive(_ bytes: UnsafeRawBufferPointer, from exchange: HTTPExchange?, driver: TaskDriver) -> URLError? {
-        enum Route { case none, copy, forward(FileSink), parts(Receiver), deliver(Receiver, startBatch: Bool, crossedHigh: Bool) }
-        // Bytes join those not yet delivered; the delivery is queued once the loop has
-        // finished the current read: one hop to the delegate queue per batch, not per chunk
-        // (an HTTP/2 read carries several DATA frames).
-        var copy: Data?
-        var route = Route.copy
-        while case .copy = route {
-            route = pending.withLock { pending -> Route in
-                switch pending.phase {
-                case .download(let file):
-                    return .forward(file)
-                case .awaitingDisposition, .switching:
-                    // Reading is paused: at most what the current read brought waits here.
-                    pending.data.append(contentsOf: bytes)
-                    return .none
-                case .delivering:
-                    guard let receiver = pending.receiver else { return .none }
-                    if pending.multipart != nil || pending.multipartFailed { return .parts(receiver) }
-                    // Back with the bytes copied outside the lock (Pending.reads).
-                    guard let copy else { return .copy }
-                    pending.reads.append(copy)
-                    let before = pending.queuedBytes
-                    pending.queuedBytes += bytes.count
-                    let crossedHigh = BacklogLimits.delivery.crossedHigh(from: before, to: pending.queuedBytes)
-                    return .deliver(receiver, startBatch: pending.batch.open(), crossedHigh: crossedHigh)
-                }
+        enum Route { case none, forward(FileSink), parts(Receiver), deliver(Receiver) }
+        let route = pending.withLock { pending -> Route in
+            switch pending.phase {
+            case .download(let file):
+                return .forward(file)
+            case .awaitingDisposition, .switching:
+                // Reading is paused: at most what the current read brought waits here.
+                pending.data.append(contentsOf: bytes)
+                return .none
+            case .delivering:
+                guard let receiver = pending.receiver else { return .none }
+                if pending.multipart != nil || pending.multipartFailed { return .parts(receiver) }
+                return .deliver(receiver)
             }
-            if case .copy = route { copy = ReadCopies.shared.data(copying: bytes) }
         }
         switch route {
-        case .none, .copy:
+        case .none:
             return nil
         case .forward(let file):
             return file.receive(bytes, from: exchange, driver: driver)
         case .parts(let receiver):
             return receiveParts(bytes, receiver, driver: driver)
-        case .deliver(let receiver, let startBatch, let crossedHigh):
-            // The backlog matters to reading only when it crosses a watermark.
-            if crossedHigh { driver.updateReading() }
-            if startBatch {
-                if let exchange {
-                    exchange.afterCurrentEvent { [self] in queueDelivery(receiver.delegate, receiver.task, driver) }
-                } else {
-                    queueDelivery(receiver.delegate, receiver.task, driver)
-                }
-            }
+        case .deliver(let receiver):
+            // A delivering task stays delivering. The read is copied outside the lock (see
+            // Pending.reads), then joins those not yet delivered.
+            deliver(ReadCopies.shared.data(copying: bytes), receiver, from: exchange, driver: driver)
             return nil
+        }
+    }
+
+    /// Adds a read to those waiting for the delegate. Its delivery is queued once the loop has
+    /// finished the current read: one hop to the delegate queue per batch, not per chunk (an
+    /// HTTP/2 read carries several DATA frames).
+    private func deliver(_ read: Data, _ receiver: Receiver, from exchange: HTTPExchange?, driver: TaskDriver) {
+        let (startBatch, crossedHigh) = pending.withLock { pending -> (Bool, Bool) in
+            pending.reads.append(read)
+            let before = pending.queuedBytes
+            pending.queuedBytes += read.count
+            return (pending.batch.open(), BacklogLimits.delivery.crossedHigh(from: before, to: pending.queuedBytes))
+        }
+        // The backlog matters to reading only when it crosses a watermark.
+        if crossedHigh { driver.updateReading() }
+        guard startBatch else { return }
+        if let exchange {
+            exchange.afterCurrentEvent { [self] in queueDelivery(receiver.delegate, receiver.task, driver) }
+        } else {
+            queueDelivery(receiver.delegate, receiver.task, driver)
         }
     }
 
@@ -172,7 +172,7 @@ final class DelegateDataSink: TaskSink {
                 delivered(count, driver: driver)
             }
         }
-        if wake { driver.enqueue { [self] in drain() } }
+        if wake { wakeDrain(driver) }
     }
 
     /// Sends `call` to the delegate queue after the calls sent before it.
@@ -182,7 +182,12 @@ final class DelegateDataSink: TaskSink {
     /// thread's core and spin on the lock this thread still held: a fifth of a 1 GiB
     /// download's CPU time with both threads on one core.
     private func send(_ call: @escaping @Sendable () -> Void, driver: TaskDriver) {
-        if pending.withLock({ $0.outbox.post(call) }) { driver.enqueue { [self] in drain() } }
+        if pending.withLock({ $0.outbox.post(call) }) { wakeDrain(driver) }
+    }
+
+    /// Starts a drain on the delegate queue: the outbox had been empty.
+    private func wakeDrain(_ driver: TaskDriver) {
+        driver.enqueue { [self] in drain() }
     }
 
     /// Runs the outbox's calls in order, outside the lock, until it is empty.

@@ -417,4 +417,8 @@ final class FileSink: AsyncDelivering {
         state.withLock { $0.slot.finish(result) }?.resume(with: result)
         driver.taskCompleted()
     }
+
+    func settle() {
+        state.withLock { _ in }
+    }
 }

@@ -58,6 +58,7 @@ extension URLSession {
         }
         if let delegate { task.delegate = delegate }
         announceCreated(task)
+        defer { sink.settle() }
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { continuation in
                 sink.wait(continuation)
