@@ -40,6 +40,89 @@ public enum HTTPFieldValidation {
         !bytes.isEmpty && bytes.allSatisfy { $0 > 0x20 && $0 != 0x7F }
     }
 
+    /// The number of bytes at the start of `bytes` that are `tchar`s.
+    ///
+    /// Eight bytes at a time while they are letters, digits or '-' (what field names are
+    /// made of), then byte by byte through the masks of ``isTokenCharacter(_:)`` for the rest.
+    @inlinable
+    public static func tokenPrefixCount(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard let base = bytes.baseAddress else { return 0 }
+        var index = 0
+        while index + 8 <= bytes.count {
+            let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+            let plain = alphanumericOrDash(word)
+            guard plain == highBits else {
+                // The first byte that is not one: ~plain has its high bit set.
+                index += (~plain & highBits).trailingZeroBitCount >> 3
+                break
+            }
+            index += 8
+        }
+        while index < bytes.count && isTokenCharacter(bytes[index]) { index += 1 }
+        return index
+    }
+
+    /// True when `bytes` is a non-empty token.
+    @inlinable
+    public static func isToken(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        !bytes.isEmpty && tokenPrefixCount(bytes) == bytes.count
+    }
+
+    /// True when every byte may appear in a field value: eight bytes at a time, the last
+    /// (partial) word overlapping the one before it; only a word that may hold a control
+    /// (a tab is allowed) is looked at byte by byte.
+    @inlinable
+    public static func isValidFieldValue(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let base = bytes.baseAddress, bytes.count >= 8 else {
+            return bytes.allSatisfy(isFieldValueCharacter)
+        }
+        var index = 0
+        while true {
+            let offset = min(index, bytes.count - 8)
+            let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+            if mayHoldControl(word) {
+                for byte in UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + 8)]) where !isFieldValueCharacter(byte) {
+                    return false
+                }
+            }
+            index = offset + 8
+            if index >= bytes.count { return true }
+        }
+    }
+
+    /// 0x80 in every byte.
+    @usableFromInline static let highBits: UInt64 = 0x8080_8080_8080_8080
+
+    /// The high bit of each byte of `word` set when the byte is a letter, a digit or '-', and
+    /// clear otherwise (bytes of 0x80 and above included). Each test is exact per byte: the
+    /// arithmetic is on bytes with their high bit cleared, so nothing carries or borrows
+    /// from one byte into the next.
+    @inlinable
+    static func alphanumericOrDash(_ word: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let low7 = word & (ones &* 0x7F)
+        /// High bit set in the bytes strictly between `above` and `below`.
+        @inline(__always) func between(_ above: UInt64, _ below: UInt64) -> UInt64 {
+            (ones &* (127 + below) &- low7) & (low7 &+ ones &* (127 - above))
+        }
+        let inRange = between(0x2C, 0x2E) | between(0x2F, 0x3A) | between(0x40, 0x5B) | between(0x60, 0x7B)
+        return inRange & ~word & highBits
+    }
+
+    /// True when one of the eight bytes of `word` is below 0x20 or is DEL (0x7F); never false
+    /// when one is. Bytes of 0x80 and above (obs-text) count as neither.
+    @inlinable
+    public static func mayHoldControl(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        // A byte below 0x20 borrows through its high bit when 0x20 is taken from it; bytes
+        // with the high bit already set are masked out by ~word.
+        let belowSpace = (word &- ones &* 0x20) & ~word & highBits
+        // DEL becomes a zero byte, which borrows likewise when 1 is taken from it.
+        let xored = word ^ (ones &* 0x7F)
+        let delete = (xored &- ones) & ~xored & highBits
+        return belowSpace | delete != 0
+    }
+
     /// ASCII lower-casing of one byte.
     @inlinable
     public static func lowercased(_ byte: UInt8) -> UInt8 {

@@ -71,6 +71,10 @@ public struct HTTPFields: Sendable, Equatable {
     /// True when there are no fields.
     public var isEmpty: Bool { locations.isEmpty }
 
+    /// The bytes of every name and value together: at least what the fields hold (removed
+    /// fields may leave their bytes behind), for sizing an encoding up front.
+    public var storageByteCount: Int { storage.count }
+
     /// The field at `index`, as strings.
     public subscript(index: Int) -> Field {
         let location = locations[index]

@@ -39,31 +39,80 @@ public enum HTTP1RequestEncoder {
     /// Appends the encoding of a head that already passed ``validate(_:)`` (the transport
     /// validates every request once, before it reaches a pool), so it is not checked twice.
     public static func encodeValidatedHead(_ head: HTTPRequestHead, framing: HTTP1BodyFraming, upgrade: Bool = false, into buffer: inout ByteBuffer) {
-        buffer.write(head.method.rawValue)
-        buffer.write(byte: .space)
-        buffer.write(head.target)
-        buffer.write(" HTTP/1.1\r\nHost: ")
-        buffer.write(head.authority)
-        buffer.write(crlf)
-        if upgrade { buffer.write("Connection: Upgrade\r\n") }
-        head.fields.forEachField { name, value in
-            if isReserved(name) { return }
-            buffer.write(name)
-            buffer.write(colonSpace)
-            buffer.write(value)
-            buffer.write(crlf)
+        var method = head.method.rawValue, target = head.target, authority = head.authority
+        method.withUTF8 { method in
+            target.withUTF8 { target in
+                authority.withUTF8 { authority in
+                    // Room for the whole head is made once, and the parts are copied in with
+                    // no further checks: at most this many bytes are written (the storage may
+                    // hold bytes of removed fields; the framing line is sized for its largest).
+                    let bound = method.count + target.count + authority.count + upgradeLine.utf8CodeUnitCount
+                        + head.fields.storageByteCount + 4 * head.fields.count + 64
+                    buffer.withWritableBytes(minimumCount: bound) { space in
+                        var out = HeadWriter(cursor: space.baseAddress!)
+                        out.put(UnsafeRawBufferPointer(method))
+                        out.put(" ")
+                        out.put(UnsafeRawBufferPointer(target))
+                        out.put(" HTTP/1.1\r\nHost: ")
+                        out.put(UnsafeRawBufferPointer(authority))
+                        out.put(crlf)
+                        if upgrade { out.put(upgradeLine) }
+                        head.fields.forEachField { name, value in
+                            if isReserved(name) { return }
+                            out.put(name)
+                            out.put(colonSpace)
+                            out.put(value)
+                            out.put(crlf)
+                        }
+                        switch framing {
+                        case .none:
+                            break
+                        case .contentLength(let length):
+                            out.put("Content-Length: ")
+                            out.putDecimal(UInt64(length))
+                            out.put(crlf)
+                        case .chunked:
+                            out.put("Transfer-Encoding: chunked\r\n")
+                        }
+                        out.put(crlf)
+                        return space.baseAddress!.distance(to: out.cursor)
+                    }
+                }
+            }
         }
-        switch framing {
-        case .none:
-            break
-        case .contentLength(let length):
-            buffer.write("Content-Length: ")
-            buffer.write(decimal: length)
-            buffer.write(crlf)
-        case .chunked:
-            buffer.write("Transfer-Encoding: chunked\r\n")
+    }
+
+    /// Copies the parts of a head into space already made for all of them.
+    private struct HeadWriter {
+        var cursor: UnsafeMutableRawPointer
+
+        @inline(__always)
+        mutating func put(_ bytes: UnsafeRawBufferPointer) {
+            guard let from = bytes.baseAddress, bytes.count > 0 else { return }
+            cursor.copyMemory(from: from, byteCount: bytes.count)
+            cursor += bytes.count
         }
-        buffer.write(crlf)
+
+        @inline(__always)
+        mutating func put(_ string: StaticString) {
+            put(UnsafeRawBufferPointer(start: string.utf8Start, count: string.utf8CodeUnitCount))
+        }
+
+        /// Writes `value` in decimal (at most 20 digits).
+        mutating func putDecimal(_ value: UInt64) {
+            var digits = 1
+            var rest = value / 10
+            while rest > 0 {
+                digits += 1
+                rest /= 10
+            }
+            var value = value
+            for index in stride(from: digits - 1, through: 0, by: -1) {
+                cursor.storeBytes(of: UInt8(ascii: "0") + UInt8(value % 10), toByteOffset: index, as: UInt8.self)
+                value /= 10
+            }
+            cursor += digits
+        }
     }
 
     /// Appends the line that opens a chunk of `length` bytes (which must not be zero: a zero
@@ -84,11 +133,18 @@ public enum HTTP1RequestEncoder {
         buffer.write("0\r\n\r\n")
     }
 
+    /// One of ``reservedFieldNames``, in any case: by length first, since most names are none.
     private static func isReserved(_ name: UnsafeRawBufferPointer) -> Bool {
-        asciiCaseInsensitiveEquals(name, "host") || asciiCaseInsensitiveEquals(name, "content-length")
-            || asciiCaseInsensitiveEquals(name, "transfer-encoding") || asciiCaseInsensitiveEquals(name, "connection")
+        switch name.count {
+        case 4: asciiCaseInsensitiveEquals(name, "host")
+        case 10: asciiCaseInsensitiveEquals(name, "connection")
+        case 14: asciiCaseInsensitiveEquals(name, "content-length")
+        case 17: asciiCaseInsensitiveEquals(name, "transfer-encoding")
+        default: false
+        }
     }
 
+    private static let upgradeLine: StaticString = "Connection: Upgrade\r\n"
     private static let crlf: StaticString = "\r\n"
     private static let colonSpace: StaticString = ": "
 }

@@ -235,8 +235,7 @@ extension HTTP1ResponseParser {
         _ bytes: UnsafeRawBufferPointer, _ line: Range<Int>
     ) throws(HTTP1ResponseError) -> HTTPFields.Location {
         if bytes[line.lowerBound].isOptionalWhitespace { throw .obsoleteLineFolding }
-        var index = line.lowerBound
-        while index < line.upperBound && HTTPFieldValidation.isTokenCharacter(bytes[index]) { index += 1 }
+        var index = line.lowerBound + HTTPFieldValidation.tokenPrefixCount(UnsafeRawBufferPointer(rebasing: bytes[line]))
         let nameEnd = index
         guard index < line.upperBound else { throw .invalidFieldLine }
         if bytes[index] != .colon {
@@ -253,35 +252,10 @@ extension HTTP1ResponseParser {
         var valueEnd = line.upperBound
         while valueStart < valueEnd && bytes[valueStart].isOptionalWhitespace { valueStart += 1 }
         while valueEnd > valueStart && bytes[valueEnd - 1].isOptionalWhitespace { valueEnd -= 1 }
-        // Eight bytes at a time while no byte can be a control; a word that may hold one (a
-        // tab is allowed) and the tail are checked byte by byte.
-        var checked = valueStart
-        if let base = bytes.baseAddress {
-            while checked + 8 <= valueEnd {
-                let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: checked, as: UInt64.self))
-                if mayHoldControl(word) { break }
-                checked += 8
-            }
-        }
-        for offset in checked..<valueEnd where !HTTPFieldValidation.isFieldValueCharacter(bytes[offset]) {
+        guard HTTPFieldValidation.isValidFieldValue(UnsafeRawBufferPointer(rebasing: bytes[valueStart..<valueEnd])) else {
             throw .invalidFieldValue
         }
         return HTTPFields.Location(name: line.lowerBound..<nameEnd, value: valueStart..<valueEnd)
-    }
-
-    /// True when one of the eight bytes of `word` is below 0x20 or is DEL (0x7F); never false
-    /// when one is. Bytes of 0x80 and above (obs-text) count as neither.
-    @inline(__always)
-    static func mayHoldControl(_ word: UInt64) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highBits: UInt64 = 0x8080_8080_8080_8080
-        // A byte below 0x20 borrows through its high bit when 0x20 is taken from it; bytes
-        // with the high bit already set are masked out by ~word.
-        let belowSpace = (word &- ones &* 0x20) & ~word & highBits
-        // DEL becomes a zero byte, which borrows likewise when 1 is taken from it.
-        let xored = word ^ (ones &* 0x7F)
-        let delete = (xored &- ones) & ~xored & highBits
-        return belowSpace | delete != 0
     }
 
     private static func noteFramingField(

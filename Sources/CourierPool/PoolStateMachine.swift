@@ -53,7 +53,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
     }
 
     public let configuration: PoolConfiguration
-    @usableFromInline var connections: [PoolConnectionID: Connection] = [:]
+    @usableFromInline var connections = IdentifierMap<PoolConnectionID, Connection>()
     /// Idle connections (HTTP/1 idle, HTTP/2 with no stream), most recently used last.
     @usableFromInline var idleOrder: [PoolConnectionID] = []
     @usableFromInline var waiters = Deque<Waiter>()

@@ -13,11 +13,11 @@ final class PoolDriver: Sendable {
 
     struct State {
         var machine: Machine
-        var exchanges: [PoolRequestID: HTTPExchange] = [:]
-        var connections: [PoolConnectionID: ConnectionHandle] = [:]
+        var exchanges = IdentifierMap<PoolRequestID, HTTPExchange>()
+        var connections = IdentifierMap<PoolConnectionID, ConnectionHandle>()
         var nextRequestID = 0
         /// When each request still waiting for a connection times out.
-        var waitDeadlines: [PoolRequestID: ContinuousClock.Instant] = [:]
+        var waitDeadlines = IdentifierMap<PoolRequestID, ContinuousClock.Instant>()
         /// The time the current wait timer fires, and its generation: a timer whose
         /// generation is no longer current does nothing.
         var waitTimer: (at: ContinuousClock.Instant, generation: Int)?

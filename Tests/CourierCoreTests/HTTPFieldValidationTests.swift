@@ -106,6 +106,47 @@ struct HTTPFieldValidationTests {
         #expect(HTTPFieldValidation.isValidFieldValue(value.utf8) == valid)
     }
 
+    // MARK: Word-at-a-time scans
+
+    @Test("tokenPrefixCount stops at the first non-tchar, whatever the byte and wherever it stands (all 256 bytes, at each of 20 places)")
+    func tokenPrefixCountFindsTheFirstNonTchar() {
+        var wrong: [String] = []
+        let filler = Array("Content-Type-abcXYZ019".utf8)
+        for value in 0...255 {
+            let byte = UInt8(value)
+            for place in 0..<20 {
+                var bytes = Array(filler[..<place]) + [byte] + Array(filler[place...])
+                // A tail after the byte, so that the scan has a whole word to read past it.
+                bytes += Array("-more-and-more".utf8)
+                let expected = tchars.contains(byte) ? bytes.count : place
+                let counted = bytes.withUnsafeBytes { HTTPFieldValidation.tokenPrefixCount($0) }
+                let whole = bytes.withUnsafeBytes { HTTPFieldValidation.isToken($0) }
+                if counted != expected || whole != tchars.contains(byte) { wrong.append("byte 0x\(String(byte, radix: 16)) at \(place)") }
+            }
+        }
+        #expect(wrong.isEmpty, "\(wrong.prefix(5))")
+        #expect([UInt8]().withUnsafeBytes { HTTPFieldValidation.isToken($0) } == false)
+    }
+
+    @Test("isValidFieldValue over raw bytes refuses one control at any place and length (all 256 bytes, lengths 1-40)")
+    func rawValuesCheckEveryByte() {
+        var wrong: [String] = []
+        for value in 0...255 {
+            let byte = UInt8(value)
+            let allowed = HTTPFieldValidation.isFieldValueCharacter(byte)
+            for length in 1...40 {
+                for place in 0..<length {
+                    var bytes = [UInt8](repeating: UInt8(ascii: "v"), count: length)
+                    bytes[place] = byte
+                    let valid = bytes.withUnsafeBytes { HTTPFieldValidation.isValidFieldValue($0) }
+                    if valid != allowed { wrong.append("byte 0x\(String(byte, radix: 16)) at \(place) of \(length)") }
+                }
+            }
+        }
+        #expect(wrong.isEmpty, "\(wrong.prefix(5))")
+        #expect([UInt8]().withUnsafeBytes { HTTPFieldValidation.isValidFieldValue($0) })
+    }
+
     // MARK: Request targets
 
     @Test("isValidTarget accepts visible ASCII and obs-text", arguments: [

@@ -57,5 +57,13 @@ struct RequestBuilderTests {
         #expect(Origin(scheme: .http, host: "h", port: 8080).authority == "h:8080")
         #expect(Origin(scheme: .https, host: "h", port: 80).authority == "h:80")
         #expect(Origin(scheme: .https, host: "::1", port: 8443).authority == "[::1]:8443")
+        #expect(Origin(scheme: .https, host: "::1").authority == "[::1]")
+        #expect(Origin(scheme: .http, host: "Example.COM", port: 0).authority == "example.com:0")
+    }
+
+    @Test("authority: every port is written as its decimal digits", arguments: [1, 9, 10, 99, 100, 443, 999, 1000, 9999, 10000, 18080, 65535] as [UInt16])
+    func authorityPorts(_ port: UInt16) {
+        #expect(Origin(scheme: .http, host: "127.0.0.1", port: port).authority == "127.0.0.1:\(port)")
+        #expect(Origin(scheme: .https, host: "fe80::1", port: port).authority == (port == 443 ? "[fe80::1]" : "[fe80::1]:\(port)"))
     }
 }
