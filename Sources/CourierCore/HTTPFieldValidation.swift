@@ -90,6 +90,40 @@ public enum HTTPFieldValidation {
         }
     }
 
+    /// True when the `count` bytes at `lhs` and at `rhs` are the same but for the case of
+    /// ASCII letters. Eight bytes at a time (the last word overlapping the one before), each
+    /// word's capitals lowered exactly: no other byte is changed, so '^' and '~', or '@' and
+    /// '`', stay apart.
+    @inlinable
+    public static func caseInsensitiveEquals(_ lhs: UnsafeRawPointer, _ rhs: UnsafeRawPointer, count: Int) -> Bool {
+        guard count >= 8 else {
+            for index in 0..<count where lowercased(lhs.load(fromByteOffset: index, as: UInt8.self))
+                != lowercased(rhs.load(fromByteOffset: index, as: UInt8.self)) {
+                return false
+            }
+            return true
+        }
+        var index = 0
+        while true {
+            let offset = min(index, count - 8)
+            let left = lowercasedWord(UInt64(littleEndian: lhs.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
+            let right = lowercasedWord(UInt64(littleEndian: rhs.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
+            if left != right { return false }
+            index = offset + 8
+            if index >= count { return true }
+        }
+    }
+
+    /// `word` with each of its bytes 'A'-'Z' lowered (0x20 added), and no other byte changed.
+    @inlinable
+    static func lowercasedWord(_ word: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let low7 = word & (ones &* 0x7F)
+        // High bit set in the bytes strictly between '@' and '[' that are below 0x80.
+        let capitals = (ones &* (127 + 0x5B) &- low7) & (low7 &+ ones &* (127 - 0x40)) & ~word & highBits
+        return word | (capitals >> 2)
+    }
+
     /// 0x80 in every byte.
     @usableFromInline static let highBits: UInt64 = 0x8080_8080_8080_8080
 

@@ -135,11 +135,8 @@ public struct HTTPFields: Sendable, Equatable {
     static func nameMatches(_ bytes: UnsafeBufferPointer<UInt8>, _ location: Location, _ candidate: UnsafeBufferPointer<UInt8>) -> Bool {
         let start = Int(location.nameStart)
         guard Int(location.nameEnd) - start == candidate.count else { return false }
-        for index in 0..<candidate.count
-        where HTTPFieldValidation.lowercased(candidate[index]) != HTTPFieldValidation.lowercased(bytes[start + index]) {
-            return false
-        }
-        return true
+        guard let name = bytes.baseAddress, let wanted = candidate.baseAddress else { return candidate.isEmpty }
+        return HTTPFieldValidation.caseInsensitiveEquals(name + start, wanted, count: candidate.count)
     }
 
     /// Makes room for `fields` more fields holding `bytes` more bytes of names and values, so

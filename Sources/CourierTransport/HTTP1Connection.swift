@@ -13,16 +13,18 @@ import Foundation
 /// closes it.
 final class HTTP1Connection: TransportStreamDelegate {
     /// The request being carried. A class, so that updating it in place costs no copies.
+    /// Confined to the connection's loop, like the connection: no access needs a run-time
+    /// exclusivity check.
     final class Active {
         let exchange: HTTPExchange
-        var metrics: ExchangeMetrics
+        @exclusivity(unchecked) var metrics: ExchangeMetrics
         /// True once any response byte arrived (a stale connection fails before that).
-        var receivedResponseBytes = false
-        var headDelivered = false
-        var body: BodyProgress
-        var bodyBytesSent: Int64 = 0
-        var readingPaused = false
-        var lastActivity: ContinuousClock.Instant
+        @exclusivity(unchecked) var receivedResponseBytes = false
+        @exclusivity(unchecked) var headDelivered = false
+        @exclusivity(unchecked) var body: BodyProgress
+        @exclusivity(unchecked) var bodyBytesSent: Int64 = 0
+        @exclusivity(unchecked) var readingPaused = false
+        @exclusivity(unchecked) var lastActivity: ContinuousClock.Instant
 
         init(exchange: HTTPExchange, metrics: ExchangeMetrics, body: BodyProgress, lastActivity: ContinuousClock.Instant) {
             self.exchange = exchange

@@ -147,6 +147,29 @@ struct HTTPFieldValidationTests {
         #expect([UInt8]().withUnsafeBytes { HTTPFieldValidation.isValidFieldValue($0) })
     }
 
+    @Test("caseInsensitiveEquals: a byte pair differing at any place agrees with byte-by-byte lower-casing (all 256 x 256 pairs, lengths 1-20)")
+    func caseInsensitiveEqualsAgreesWithBytewise() {
+        var wrong: [String] = []
+        for length in [1, 7, 8, 9, 15, 16, 20] {
+            for place in Set([0, length / 2, length - 1]) {
+                var left = Array("Content-Type-XyZ-0123".utf8.prefix(length))
+                var right = Array("cONTENT-tYPE-xYz-0123".utf8.prefix(length))
+                for a in 0...255 {
+                    for b in 0...255 {
+                        left[place] = UInt8(a)
+                        right[place] = UInt8(b)
+                        let expected = HTTPFieldValidation.lowercased(UInt8(a)) == HTTPFieldValidation.lowercased(UInt8(b))
+                        let equal = left.withUnsafeBytes { l in
+                            right.withUnsafeBytes { r in HTTPFieldValidation.caseInsensitiveEquals(l.baseAddress!, r.baseAddress!, count: length) }
+                        }
+                        if equal != expected { wrong.append("0x\(String(a, radix: 16)) vs 0x\(String(b, radix: 16)) at \(place) of \(length)") }
+                    }
+                }
+            }
+        }
+        #expect(wrong.isEmpty, "\(wrong.prefix(5))")
+    }
+
     // MARK: Request targets
 
     @Test("isValidTarget accepts visible ASCII and obs-text", arguments: [
