@@ -1,4 +1,5 @@
 import CourierCore
+import CourierSync
 import Foundation
 
 /// The metadata of a response, independent of protocol: Apple's `URLResponse`.
@@ -7,17 +8,19 @@ import Foundation
 open class URLResponse: NSObject, NSSecureCoding, NSCopying, @unchecked Sendable {
     @exclusivity(unchecked) open private(set) var url: URL?
     /// The MIME type from Content-Type, lower-cased, without parameters.
-    @exclusivity(unchecked) open fileprivate(set) var mimeType: String?
+    open var mimeType: String? { storedMimeType }
     /// The body's length as the server declared it (before content decoding), or -1.
     @exclusivity(unchecked) open fileprivate(set) var expectedContentLength: Int64
     /// The `charset` parameter of Content-Type.
-    @exclusivity(unchecked) open fileprivate(set) var textEncodingName: String?
+    open var textEncodingName: String? { storedTextEncodingName }
+    @exclusivity(unchecked) private var storedMimeType: String?
+    @exclusivity(unchecked) private var storedTextEncodingName: String?
 
     public init(url: URL, mimeType: String?, expectedContentLength length: Int, textEncodingName name: String?) {
         self.url = url
-        self.mimeType = mimeType
+        self.storedMimeType = mimeType
         self.expectedContentLength = Int64(length)
-        self.textEncodingName = name
+        self.storedTextEncodingName = name
         super.init()
     }
 
@@ -28,10 +31,10 @@ open class URLResponse: NSObject, NSSecureCoding, NSCopying, @unchecked Sendable
         guard aDecoder.allowsKeyedCoding, aDecoder.containsValue(forKey: ArchiveKey.url),
               let archivedURL = aDecoder.decodeObject(of: NSURL.self, forKey: ArchiveKey.url) else { return nil }
         self.url = archivedURL as URL
-        self.mimeType = URLResponse.decodedString(ArchiveKey.mimeType, in: aDecoder)
+        self.storedMimeType = URLResponse.decodedString(ArchiveKey.mimeType, in: aDecoder)
         self.expectedContentLength = aDecoder.containsValue(forKey: ArchiveKey.expectedContentLength)
             ? aDecoder.decodeInt64(forKey: ArchiveKey.expectedContentLength) : -1
-        self.textEncodingName = URLResponse.decodedString(ArchiveKey.textEncodingName, in: aDecoder)
+        self.storedTextEncodingName = URLResponse.decodedString(ArchiveKey.textEncodingName, in: aDecoder)
         super.init()
     }
 
@@ -103,23 +106,56 @@ open class HTTPURLResponse: URLResponse, @unchecked Sendable {
         self.statusCode = statusCode
         self.httpVersion = httpVersion ?? "HTTP/1.1"
         self.fields = HTTPFields((headerFields ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
-        let contentType = Self.parseContentType(fields.first("Content-Type"))
+        self.contentType = Mutex(.given)
+        let parts = Self.parseContentType(fields.first("Content-Type"))
         super.init(
-            url: url, mimeType: contentType.mimeType,
-            expectedContentLength: Self.contentLength(fields), textEncodingName: contentType.charset
+            url: url, mimeType: parts.mimeType,
+            expectedContentLength: Self.contentLength(fields), textEncodingName: parts.charset
         )
     }
 
-    /// A response from a parsed head.
+    /// A response from a parsed head. Its MIME type and text encoding are read from
+    /// Content-Type at the first look (most responses are never asked): a type such as
+    /// `application/octet-stream` is too long to be a string without an allocation.
     init(url: URL, head: HTTPResponseHead) {
         self.statusCode = head.status
         self.httpVersion = head.version.description
         self.fields = head.fields
-        let contentType = Self.parseContentType(head.fields.first("Content-Type"))
-        super.init(
-            url: url, mimeType: contentType.mimeType,
-            expectedContentLength: Self.contentLength(head.fields), textEncodingName: contentType.charset
-        )
+        self.contentType = Mutex(.unread)
+        super.init(url: url, mimeType: nil, expectedContentLength: Self.contentLength(head.fields), textEncodingName: nil)
+    }
+
+    /// Content-Type's parts, for a response from a parsed head: unread until asked.
+    private enum ContentType {
+        case given
+        case unread
+        case read(mimeType: String?, charset: String?)
+    }
+
+    private let contentType: Mutex<ContentType>
+
+    open override var mimeType: String? {
+        readContentType()?.mimeType ?? super.mimeType
+    }
+
+    open override var textEncodingName: String? {
+        readContentType()?.charset ?? super.textEncodingName
+    }
+
+    /// The parts of Content-Type, parsed once; nil when they were given to the initializer.
+    private func readContentType() -> (mimeType: String?, charset: String?)? {
+        contentType.withLock { state in
+            switch state {
+            case .given:
+                return nil
+            case .read(let mimeType, let charset):
+                return (mimeType, charset)
+            case .unread:
+                let parts = Self.parseContentType(fields.first("Content-Type"))
+                state = .read(mimeType: parts.mimeType, charset: parts.charset)
+                return parts
+            }
+        }
     }
 
     /// A response rebuilt from stored parts (the disk cache, a 304 merged into a stored
@@ -129,10 +165,11 @@ open class HTTPURLResponse: URLResponse, @unchecked Sendable {
         self.statusCode = statusCode
         self.httpVersion = version
         self.fields = fields
-        let contentType = Self.parseContentType(fields.first("Content-Type"))
+        self.contentType = Mutex(.given)
+        let parts = Self.parseContentType(fields.first("Content-Type"))
         super.init(
-            url: url, mimeType: contentType.mimeType,
-            expectedContentLength: Self.contentLength(fields), textEncodingName: contentType.charset
+            url: url, mimeType: parts.mimeType,
+            expectedContentLength: Self.contentLength(fields), textEncodingName: parts.charset
         )
     }
 
@@ -148,6 +185,7 @@ open class HTTPURLResponse: URLResponse, @unchecked Sendable {
         self.httpVersion = URLResponse.decodedString(URLResponse.ArchiveKey.httpVersion, in: aDecoder) ?? "HTTP/1.1"
         self.fields = URLResponse.decodedFieldList(from: aDecoder)
             ?? URLResponse.decodedFieldDictionary(from: aDecoder) ?? HTTPFields()
+        self.contentType = Mutex(.given)
         super.init(coder: aDecoder)
     }
 
