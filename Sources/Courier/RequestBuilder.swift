@@ -71,15 +71,18 @@ enum RequestBuilder {
             fields.append(name: name, value: value)
         }
         let omitted = configuration.courierOmittedDefaultFields
+        // With no field from the caller or the configuration (most requests), none of the
+        // defaults is there yet and neither is a Proxy-Authorization: no lookup is needed.
+        let noneSet = fields.isEmpty
         // No local function here: one capturing `fields` would make every use of it in this
         // function check exclusivity at run time.
-        if defaultAdded("User-Agent", to: fields, omitted: omitted) { fields.append(name: "User-Agent", value: userAgent) }
-        if defaultAdded("Accept", to: fields, omitted: omitted) { fields.append(name: "Accept", value: "*/*") }
-        if defaultAdded("Accept-Language", to: fields, omitted: omitted) { fields.append(name: "Accept-Language", value: acceptLanguage) }
-        if defaultAdded("Accept-Encoding", to: fields, omitted: omitted) { fields.append(name: "Accept-Encoding", value: acceptEncoding) }
+        if defaultAdded("User-Agent", to: fields, noneSet, omitted: omitted) { fields.append(name: "User-Agent", value: userAgent) }
+        if defaultAdded("Accept", to: fields, noneSet, omitted: omitted) { fields.append(name: "Accept", value: "*/*") }
+        if defaultAdded("Accept-Language", to: fields, noneSet, omitted: omitted) { fields.append(name: "Accept-Language", value: acceptLanguage) }
+        if defaultAdded("Accept-Encoding", to: fields, noneSet, omitted: omitted) { fields.append(name: "Accept-Encoding", value: acceptEncoding) }
 
         let body = try makeBody(request, source: source, url: url)
-        if case .empty = body {} else if method == .post && defaultAdded("Content-Type", to: fields, omitted: omitted) {
+        if case .empty = body {} else if method == .post && defaultAdded("Content-Type", to: fields, noneSet, omitted: omitted) {
             // As Apple does: a form is assumed when a POST body says nothing of its type.
             fields.append(name: "Content-Type", value: "application/x-www-form-urlencoded")
         }
@@ -87,7 +90,7 @@ enum RequestBuilder {
         // A caller's Proxy-Authorization is for an HTTP proxy only: on a forwarded request, or
         // on the CONNECT of a tunnel; it never reaches an origin.
         var tunnelAuthorization: String?
-        if let callerProxyAuthorization = fields.first("Proxy-Authorization"), !forwarded {
+        if !noneSet, let callerProxyAuthorization = fields.first("Proxy-Authorization"), !forwarded {
             fields.removeAll(named: "Proxy-Authorization")
             if proxy?.kind == .http { tunnelAuthorization = callerProxyAuthorization }
         }
@@ -105,9 +108,10 @@ enum RequestBuilder {
     }
 
     /// True when the default field `name` goes into `fields`: neither the caller nor the
-    /// configuration set it, and the configuration does not omit it.
-    private static func defaultAdded(_ name: String, to fields: HTTPFields, omitted: Set<String>) -> Bool {
-        !fields.contains(name) && (omitted.isEmpty || !omitted.contains { $0.caseInsensitiveCompare(name) == .orderedSame })
+    /// configuration set it (`noneSet`: they set no field at all), and the configuration does
+    /// not omit it.
+    private static func defaultAdded(_ name: String, to fields: HTTPFields, _ noneSet: Bool, omitted: Set<String>) -> Bool {
+        (noneSet || !fields.contains(name)) && (omitted.isEmpty || !omitted.contains { $0.caseInsensitiveCompare(name) == .orderedSame })
     }
 
     /// The origin of an http(s) URL; other schemes are unsupported, a URL without host is bad.

@@ -32,6 +32,8 @@ extension TaskDriver {
                 return
             }
             let streamTask = session.adoptAsStream(dataTask)
+            // The data task is over: its driver lets go of it, as after a last callback.
+            task = nil
             announce(streamTask)
             streamTask.streamDriver.adopt(connection, host: host, port: port)
         }

@@ -66,6 +66,10 @@ extension TaskDriver {
 
     /// The task delivered its last callback.
     func taskCompleted() {
+        let task = taskSlot.withLock { slot -> URLSessionTask? in
+            defer { slot = nil }
+            return slot
+        }
         guard let task else { return }
         session.taskCompleted(task)
     }

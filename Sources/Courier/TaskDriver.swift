@@ -115,9 +115,17 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     /// followed but delivered as the response (nothing is lost, memory stays bounded).
     static let maxKeptRedirectBytes = 1024 * 1024
 
-    /// The task, held weakly: a late transport callback after the task is gone finds nil and
-    /// does nothing (the session holds the task until its last callback).
-    weak var task: URLSessionTask?
+    /// The task: held from the driver's making until the task's last callback
+    /// (``taskCompleted()``), then dropped, so that a late transport callback finds nil and
+    /// does nothing. The session holds the task just as long, so the cycle task → driver →
+    /// task outlives nothing. A reference under a lock of its own rather than a weak one: a
+    /// weak reference gives the task a side table, and with one every retain and release of
+    /// the task takes the runtime's slow path.
+    let taskSlot: Mutex<URLSessionTask?>
+    var task: URLSessionTask? {
+        get { taskSlot.withLock { $0 } }
+        set { taskSlot.withLock { $0 = newValue } }
+    }
     let session: URLSession
     let sink: TaskSink
     /// The sink again, for an async task: what its caller awaits.
@@ -130,7 +138,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
     let hasChosenCredential = Atomic<Bool>(false)
 
     init(task: URLSessionTask, session: URLSession, delivery: Delivery, body: BodySource) {
-        self.task = task
+        self.taskSlot = Mutex(task)
         self.session = session
         self.identifier = task.taskIdentifier
         self.originalURL = task.originalRequest?.url

@@ -70,7 +70,7 @@ public enum HTTPFieldValidation {
 
     /// True when every byte may appear in a field value: eight bytes at a time, the last
     /// (partial) word overlapping the one before it; only a word that may hold a control
-    /// (a tab is allowed) is looked at byte by byte.
+    /// (a tab is allowed) is looked at closely.
     @inlinable
     public static func isValidFieldValue(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let base = bytes.baseAddress, bytes.count >= 8 else {
@@ -80,14 +80,30 @@ public enum HTTPFieldValidation {
         while true {
             let offset = min(index, bytes.count - 8)
             let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-            if mayHoldControl(word) {
-                for byte in UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + 8)]) where !isFieldValueCharacter(byte) {
-                    return false
-                }
-            }
+            if mayHoldControl(word) && refusedInValue(word) != 0 { return false }
             index = offset + 8
             if index >= bytes.count { return true }
         }
+    }
+
+    /// The number of bytes at the start of `bytes` that may appear in a field value: where a
+    /// value running to its line end stops, at the CR or LF (or at a byte no value may hold).
+    /// Eight bytes at a time: a word that may hold a control is looked at closely, and the
+    /// first refused byte found from its mask.
+    @inlinable
+    public static func fieldValuePrefixCount(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard let base = bytes.baseAddress else { return 0 }
+        var index = 0
+        while index + 8 <= bytes.count {
+            let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+            if mayHoldControl(word) {
+                let refused = refusedInValue(word)
+                if refused != 0 { return index + refused.trailingZeroBitCount >> 3 }
+            }
+            index += 8
+        }
+        while index < bytes.count && isFieldValueCharacter(bytes[index]) { index += 1 }
+        return index
     }
 
     /// True when the `count` bytes at `lhs` and at `rhs` are the same but for the case of
@@ -155,6 +171,27 @@ public enum HTTPFieldValidation {
         let xored = word ^ (ones &* 0x7F)
         let delete = (xored &- ones) & ~xored & highBits
         return belowSpace | delete != 0
+    }
+
+    /// The high bit of each byte of `word` set when the byte may not appear in a field value
+    /// (a control other than HTAB, or DEL), and clear otherwise. Exact per byte: the sums are
+    /// on bytes with their high bit cleared, so nothing carries from one byte into the next.
+    /// ``mayHoldControl(_:)`` is the quicker first look, which a tab or a borrow can fool.
+    @inlinable
+    public static func refusedInValue(_ word: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let low7Mask = ones &* 0x7F
+        /// High bit set in the bytes equal to `byte`: after the xor those are the zero bytes,
+        /// the only ones whose low seven bits plus 0x7F stay below 0x80 and whose high bit is clear.
+        @inline(__always) func equal(_ byte: UInt64) -> UInt64 {
+            let difference = word ^ (ones &* byte)
+            return ~(((difference & low7Mask) &+ low7Mask) | difference) & highBits
+        }
+        // High bit set in the bytes whose low seven bits are 0x20 or more (0x20 + 0x60 = 0x80,
+        // and 0x7F + 0x60 stays within the byte); bytes of 0x80 and above (obs-text) have it set already.
+        let spaceOrAbove = ((word & low7Mask) &+ ones &* 0x60) | word
+        let control = ~spaceOrAbove & highBits
+        return (control & ~equal(0x09)) | equal(0x7F)
     }
 
     /// ASCII lower-casing of one byte.

@@ -98,6 +98,12 @@ extension HTTP1ResponseParser {
         } catch {
             throw blameBareCarriageReturn(error)
         }
+        return try accept(statusLine, parsed)
+    }
+
+    /// Makes the head of a parsed section (the bytes in `section`): an interim one is counted,
+    /// a final one gets its body's framing.
+    private mutating func accept(_ statusLine: StatusLine, _ parsed: ParsedFields) throws(HTTP1ResponseError) -> HTTPResponseHead {
         let head = HTTPResponseHead(
             version: statusLine.version, status: statusLine.status,
             reason: statusLine.reason, fields: parsed.fields
@@ -112,6 +118,73 @@ extension HTTP1ResponseParser {
         lastHeadByteCount = section.count
         resetSection()
         return head
+    }
+
+    /// A head that is whole in `input` from `start`, read in one pass and copied once.
+    ///
+    /// The line-by-line path finds every line end twice (gathering the section, then parsing
+    /// it) and checks each value in a pass of its own; here each line is scanned once, its
+    /// name as a token up to the colon and its value up to the CR. Returns nil, having changed
+    /// nothing, when the input holds no whole head that passes every rule as it stands (cut
+    /// short, malformed, folded, over a limit, an empty line before the status line): the
+    /// line-by-line path then takes the same bytes and reports what is wrong.
+    mutating func parseWholeHead(
+        _ input: UnsafeRawBufferPointer, from start: Int
+    ) throws(HTTP1ResponseError) -> (used: Int, head: HTTPResponseHead)? {
+        let window = UnsafeRawBufferPointer(rebasing: input[start..<(start + min(input.count - start, options.maxHeaderSectionBytes))])
+        guard let whole = Self.scanWholeHead(window, options: options) else { return nil }
+        section = Array(UnsafeRawBufferPointer(rebasing: window[..<whole.end]))
+        let parsed = ParsedFields(fields: HTTPFields(validatedStorage: section, locations: whole.locations), framing: whole.framing)
+        return (whole.end, try accept(whole.statusLine, parsed))
+    }
+
+    private struct WholeHead {
+        var statusLine: StatusLine
+        var locations: [HTTPFields.Location]
+        var framing: FramingFields
+        /// Offset just past the empty line that ends the head.
+        var end: Int
+    }
+
+    /// The status line and field lines of a head that ends inside `bytes` and breaks no rule
+    /// with `options`; nil otherwise.
+    private static func scanWholeHead(_ bytes: UnsafeRawBufferPointer, options: HTTP1ParserOptions) -> WholeHead? {
+        guard let base = bytes.baseAddress, let found = memchr(base, Int32(UInt8.lf), bytes.count) else { return nil }
+        let statusLineFeed = base.distance(to: UnsafeRawPointer(found))
+        let statusLineEnd = statusLineFeed > 0 && bytes[statusLineFeed - 1] == .cr ? statusLineFeed - 1 : statusLineFeed
+        guard statusLineEnd < statusLineFeed || options.allowsBareLineFeed,
+              let statusLine = try? parseStatusLine(bytes, contentEnd: statusLineEnd, next: statusLineFeed + 1) else { return nil }
+        /// Where the line whose content ends at `stop` is followed by the next: after its CRLF,
+        /// or its bare LF where allowed; nil when `stop` holds anything else.
+        func nextLine(after stop: Int) -> Int? {
+            if bytes[stop] == .cr { return stop + 1 < bytes.count && bytes[stop + 1] == .lf ? stop + 2 : nil }
+            return bytes[stop] == .lf && options.allowsBareLineFeed ? stop + 1 : nil
+        }
+        var framing = FramingFields()
+        var locations: [HTTPFields.Location] = []
+        locations.reserveCapacity(16)
+        var lineStart = statusLine.end
+        while lineStart < bytes.count {
+            if bytes[lineStart] == .cr || bytes[lineStart] == .lf {
+                // The empty line, which ends the head.
+                guard let end = nextLine(after: lineStart) else { return nil }
+                return WholeHead(statusLine: statusLine, locations: locations, framing: framing, end: end)
+            }
+            guard locations.count < options.maxHeaderFieldCount else { return nil }
+            let nameEnd = lineStart + HTTPFieldValidation.tokenPrefixCount(UnsafeRawBufferPointer(rebasing: bytes[lineStart...]))
+            guard nameEnd > lineStart, nameEnd < bytes.count, bytes[nameEnd] == .colon else { return nil }
+            var valueStart = nameEnd + 1
+            while valueStart < bytes.count && bytes[valueStart].isOptionalWhitespace { valueStart += 1 }
+            let stop = valueStart + HTTPFieldValidation.fieldValuePrefixCount(UnsafeRawBufferPointer(rebasing: bytes[valueStart...]))
+            guard stop < bytes.count, let next = nextLine(after: stop) else { return nil }
+            var valueEnd = stop
+            while valueEnd > valueStart && bytes[valueEnd - 1].isOptionalWhitespace { valueEnd -= 1 }
+            let location = HTTPFields.Location(name: lineStart..<nameEnd, value: valueStart..<valueEnd)
+            locations.append(location)
+            noteFramingField(location, in: bytes, into: &framing)
+            lineStart = next
+        }
+        return nil
     }
 
     /// The error to report for a section that failed to parse with `error`: a bare CR anywhere
@@ -165,30 +238,37 @@ extension HTTP1ResponseParser {
     private func parseStatusLine() throws(HTTP1ResponseError) -> StatusLine {
         try withBytes(section) { (bytes: UnsafeRawBufferPointer) throws(HTTP1ResponseError) -> StatusLine in
             let lineEnd = Self.lineEndOffset(in: bytes, from: 0)
-            let contentEnd = lineEnd.content
-            // "HTTP/" DIGIT "." DIGIT SP 3DIGIT
-            guard contentEnd >= 12 else { throw .invalidStatusLine }
-            guard bytes[0] == UInt8(ascii: "H"), bytes[1] == UInt8(ascii: "T"), bytes[2] == UInt8(ascii: "T"),
-                  bytes[3] == UInt8(ascii: "P"), bytes[4] == UInt8(ascii: "/") else {
-                throw .invalidStatusLine
-            }
-            guard bytes[5].isDigit, bytes[6] == UInt8(ascii: "."), bytes[7].isDigit, bytes[8] == .space else {
-                throw .invalidStatusLine
-            }
-            let major = Int(bytes[5] - UInt8(ascii: "0")), minor = Int(bytes[7] - UInt8(ascii: "0"))
-            guard major == 1 else { throw .unsupportedHTTPVersion }
-            guard bytes[9].isDigit, bytes[10].isDigit, bytes[11].isDigit else { throw .invalidStatusCode }
-            let status = Int(bytes[9] - 48) * 100 + Int(bytes[10] - 48) * 10 + Int(bytes[11] - 48)
-            guard (100...599).contains(status) else { throw .invalidStatusCode }
-            var reason = ""
-            if contentEnd > 12 {
-                guard bytes[12] == .space else { throw .invalidStatusLine }
-                let reasonBytes = UnsafeRawBufferPointer(rebasing: bytes[13..<contentEnd])
-                guard reasonBytes.allSatisfy(HTTPFieldValidation.isFieldValueCharacter) else { throw .invalidStatusLine }
-                reason = String(decoding: reasonBytes, as: UTF8.self)
-            }
-            return StatusLine(version: HTTPVersion(major: major, minor: minor), status: status, reason: reason, end: lineEnd.next)
+            return try Self.parseStatusLine(bytes, contentEnd: lineEnd.content, next: lineEnd.next)
         }
+    }
+
+    /// The status line at the start of `bytes`, whose content ends at `contentEnd` and whose
+    /// next line starts at `next`.
+    private static func parseStatusLine(
+        _ bytes: UnsafeRawBufferPointer, contentEnd: Int, next: Int
+    ) throws(HTTP1ResponseError) -> StatusLine {
+        // "HTTP/" DIGIT "." DIGIT SP 3DIGIT
+        guard contentEnd >= 12 else { throw .invalidStatusLine }
+        guard bytes[0] == UInt8(ascii: "H"), bytes[1] == UInt8(ascii: "T"), bytes[2] == UInt8(ascii: "T"),
+              bytes[3] == UInt8(ascii: "P"), bytes[4] == UInt8(ascii: "/") else {
+            throw .invalidStatusLine
+        }
+        guard bytes[5].isDigit, bytes[6] == UInt8(ascii: "."), bytes[7].isDigit, bytes[8] == .space else {
+            throw .invalidStatusLine
+        }
+        let major = Int(bytes[5] - UInt8(ascii: "0")), minor = Int(bytes[7] - UInt8(ascii: "0"))
+        guard major == 1 else { throw .unsupportedHTTPVersion }
+        guard bytes[9].isDigit, bytes[10].isDigit, bytes[11].isDigit else { throw .invalidStatusCode }
+        let status = Int(bytes[9] - 48) * 100 + Int(bytes[10] - 48) * 10 + Int(bytes[11] - 48)
+        guard (100...599).contains(status) else { throw .invalidStatusCode }
+        var reason = ""
+        if contentEnd > 12 {
+            guard bytes[12] == .space else { throw .invalidStatusLine }
+            let reasonBytes = UnsafeRawBufferPointer(rebasing: bytes[13..<contentEnd])
+            guard HTTPFieldValidation.fieldValuePrefixCount(reasonBytes) == reasonBytes.count else { throw .invalidStatusLine }
+            reason = String(decoding: reasonBytes, as: UTF8.self)
+        }
+        return StatusLine(version: HTTPVersion(major: major, minor: minor), status: status, reason: reason, end: next)
     }
 
     /// Parses the field lines from `firstLine` to the empty line that ends the section.

@@ -203,6 +203,11 @@ public struct HTTP1ResponseParser: Sendable {
                 return HTTP1ParseStep(consumed: offset, event: .end(trailers: trailers))
             case .head:
                 guard offset < input.count else { return HTTP1ParseStep(consumed: offset, event: nil) }
+                // A head that came whole in one read (nearly all do) is parsed in one pass.
+                if section.isEmpty, let whole = try parseWholeHead(input, from: offset) {
+                    let head = whole.head
+                    return HTTP1ParseStep(consumed: offset + whole.used, event: head.isInterim ? .informational(head) : .head(head))
+                }
                 let (used, done) = try scanSection(input, from: offset)
                 offset += used
                 guard done else { return HTTP1ParseStep(consumed: offset, event: nil) }

@@ -181,6 +181,10 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     ///
     /// - Warning: `value` is handed to the loop's thread as it is: use it for what lives on the
     ///   loop (a connection), not for state shared with other threads.
+    ///
+    /// Inlinable, so that callers get it specialized for their `Value`: unspecialized, each call
+    /// looked up the generic metadata of ``LoopBound`` and copied `value` through value witnesses.
+    @inlinable
     public func runBorrowing<Value>(_ value: Value, _ job: @escaping @Sendable (Value) -> Void) {
         if inEventLoop {
             job(value)
@@ -194,7 +198,9 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
 
     /// Runs `job` with `value` at once, allocating nothing, when this thread is the loop's
     /// (unlike ``execute(_:)``, which runs it after the current event); else boxes them and
-    /// queues the job as ``execute(_:)`` does. Same warning as ``runBorrowing(_:_:)``.
+    /// queues the job as ``execute(_:)`` does. Same warning as ``runBorrowing(_:_:)``; inlinable
+    /// for the same reason.
+    @inlinable
     public func runOrQueue<Value>(_ value: Value, _ job: @escaping @Sendable (Value) -> Void) {
         if inEventLoop {
             job(value)
@@ -206,7 +212,8 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
 
     /// Takes the loop's place when it is waiting for events, and runs the queued work, then
     /// `run`, then the turn's end. False, having run nothing, when the loop is busy or stopped.
-    private func borrow(_ run: () -> Void) -> Bool {
+    @usableFromInline
+    func borrow(_ run: () -> Void) -> Bool {
         let current = UInt(pthread_self())
         let outcome = turn.withLockIfAvailable { stopped -> (ran: Bool, wake: Bool) in
             guard !stopped else { return (false, false) }

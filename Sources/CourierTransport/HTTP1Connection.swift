@@ -83,6 +83,16 @@ final class HTTP1Connection: TransportStreamDelegate {
         stream.delegate = self
     }
 
+    /// The details every exchange's metrics share, made for the first exchange that records them.
+    @exclusivity(unchecked) private var details: ConnectionDetails?
+
+    private func connectionDetails() -> ConnectionDetails {
+        if let details { return details }
+        let made = ConnectionDetails(stream: stream, proxy: connectTimings.proxy)
+        details = made
+        return made
+    }
+
     // MARK: Carrying an exchange
 
     /// Sends `exchange`'s request and starts reading its response.
@@ -108,7 +118,8 @@ final class HTTP1Connection: TransportStreamDelegate {
         requestsCarried += 1
         let request = exchange.request
         var metrics = ExchangeMetrics(
-            for: exchange, on: stream, reused: requestsCarried > 1, connectTimings: connectTimings, protocolName: "http/1.1"
+            for: exchange, on: stream, reused: requestsCarried > 1, connectTimings: connectTimings, protocolName: "http/1.1",
+            details: connectionDetails
         )
         let timed = request.collectsTimings
         if timed { metrics.requestStart = .now }

@@ -105,6 +105,16 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         flush()
     }
 
+    /// The details every exchange's metrics share, made for the first exchange that records them.
+    @exclusivity(unchecked) private var details: ConnectionDetails?
+
+    private func connectionDetails() -> ConnectionDetails {
+        if let details { return details }
+        let made = ConnectionDetails(stream: stream, proxy: connectTimings.proxy)
+        details = made
+        return made
+    }
+
     // MARK: Carrying exchanges
 
     func execute(_ exchange: HTTPExchange) {
@@ -124,7 +134,8 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         streamsCarried += 1
         let request = exchange.request
         var metrics = ExchangeMetrics(
-            for: exchange, on: stream, reused: streamsCarried > 1, connectTimings: connectTimings, protocolName: "h2"
+            for: exchange, on: stream, reused: streamsCarried > 1, connectTimings: connectTimings, protocolName: "h2",
+            details: connectionDetails
         )
         metrics.requestStart = .now
         exchange.delegate.exchange(exchange, didMakeProgress: .requestSent(reusedConnection: streamsCarried > 1, http2: true))

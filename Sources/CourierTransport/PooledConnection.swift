@@ -71,10 +71,11 @@ struct ConnectTimings: Sendable {
 extension ExchangeMetrics {
     /// The metrics of an exchange starting on `stream`: the connection's own timings only for
     /// the first exchange it carries, its TLS details and addresses for every one, all only
-    /// when the request collects timings (nobody reads them otherwise).
+    /// when the request collects timings (nobody reads them otherwise). `details` gives the
+    /// connection's shared ``ConnectionDetails``.
     init(
         for exchange: HTTPExchange, on stream: any TransportStream, reused: Bool,
-        connectTimings: ConnectTimings, protocolName: String
+        connectTimings: ConnectTimings, protocolName: String, details: () -> ConnectionDetails
     ) {
         self.init()
         isReusedConnection = reused
@@ -89,11 +90,17 @@ extension ExchangeMetrics {
             secureConnectionStart = stream.tls?.handshakeStart
             secureConnectionEnd = stream.tls?.handshakeEnd
         }
-        tlsProtocolVersion = stream.tls?.version?.rawValue
-        tlsCipherSuite = stream.tls?.cipherSuite
-        proxy = connectTimings.proxy
-        localAddress = stream.localAddress
-        remoteAddress = stream.remoteAddress
+        connection = details()
+    }
+}
+
+extension ConnectionDetails {
+    /// The details of a connection over `stream`, as they stand once the stream is ready.
+    convenience init(stream: any TransportStream, proxy: ProxyServer?) {
+        self.init(
+            tlsProtocolVersion: stream.tls?.version?.rawValue, tlsCipherSuite: stream.tls?.cipherSuite, proxy: proxy,
+            localAddress: stream.localAddress, remoteAddress: stream.remoteAddress
+        )
     }
 }
 

@@ -128,6 +128,55 @@ struct HTTPFieldValidationTests {
         #expect([UInt8]().withUnsafeBytes { HTTPFieldValidation.isToken($0) } == false)
     }
 
+    @Test("refusedInValue marks exactly the refused bytes of a word: every byte at every place among tricky neighbours, and 200,000 random words")
+    func refusedInValueIsExact() {
+        func expected(_ word: UInt64) -> UInt64 {
+            var mask: UInt64 = 0
+            for place in 0..<8 where !HTTPFieldValidation.isFieldValueCharacter(UInt8(truncatingIfNeeded: word >> (8 * place))) {
+                mask |= 0x80 << (8 * place)
+            }
+            return mask
+        }
+        var wrong: [String] = []
+        let neighbours: [UInt8] = [0x00, 0x08, 0x09, 0x0A, 0x1F, 0x20, 0x61, 0x7E, 0x7F, 0x80, 0xFF]
+        for value in 0...255 {
+            for place in 0..<8 {
+                for neighbour in neighbours {
+                    var word = UInt64(neighbour) &* 0x0101_0101_0101_0101
+                    word &= ~(UInt64(0xFF) << (8 * place))
+                    word |= UInt64(value) << (8 * place)
+                    if HTTPFieldValidation.refusedInValue(word) != expected(word) { wrong.append(String(word, radix: 16)) }
+                }
+            }
+        }
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for _ in 0..<200_000 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            let word = state ^ (state >> 29)
+            if HTTPFieldValidation.refusedInValue(word) != expected(word) { wrong.append(String(word, radix: 16)) }
+        }
+        #expect(wrong.isEmpty, "\(wrong.prefix(5))")
+    }
+
+    @Test("fieldValuePrefixCount stops at the first byte no value may hold (all 256 bytes, at each of 30 places)")
+    func fieldValuePrefixCountFindsTheFirstRefusedByte() {
+        var wrong: [String] = []
+        // Letters, spaces, a tab and obs-text: all allowed, some in the same word as the byte.
+        let filler = Array("text/html; q=0.9,\t caf\u{e9} \u{7e}/x-y".utf8)
+        for value in 0...255 {
+            let byte = UInt8(value)
+            let allowed = HTTPFieldValidation.isFieldValueCharacter(byte)
+            for place in 0..<30 {
+                let bytes = Array(filler[..<place]) + [byte] + Array(filler[place...]) + Array("\r\n".utf8)
+                let expected = allowed ? bytes.count - 2 : place
+                let counted = bytes.withUnsafeBytes { HTTPFieldValidation.fieldValuePrefixCount($0) }
+                if counted != expected { wrong.append("byte 0x\(String(byte, radix: 16)) at \(place): \(counted)") }
+            }
+        }
+        #expect(wrong.isEmpty, "\(wrong.prefix(5))")
+        #expect([UInt8]().withUnsafeBytes { HTTPFieldValidation.fieldValuePrefixCount($0) } == 0)
+    }
+
     @Test("isValidFieldValue over raw bytes refuses one control at any place and length (all 256 bytes, lengths 1-40)")
     func rawValuesCheckEveryByte() {
         var wrong: [String] = []
