@@ -156,6 +156,9 @@ final class MemorySink: AsyncDelivering {
 
     private struct Buffer {
         var body = Data()
+        /// The declared length of the body (at most ``maxReservedBodyBytes``), 0 when unknown:
+        /// what to make room for at the first bytes.
+        var expectedLength = 0
         var slot = AsyncSlot()
     }
 
@@ -173,13 +176,24 @@ final class MemorySink: AsyncDelivering {
     func begin(_ response: URLResponse, driver: TaskDriver) -> URLError? {
         let length = response.expectedContentLength
         if length > 0 {
-            buffer.withLock { $0.body.reserveCapacity(Int(min(length, Int64(Self.maxReservedBodyBytes)))) }
+            buffer.withLock { $0.expectedLength = Int(min(length, Int64(Self.maxReservedBodyBytes))) }
         }
         return nil
     }
 
     func receive(_ bytes: UnsafeRawBufferPointer, from exchange: HTTPExchange?, driver: TaskDriver) -> URLError? {
-        buffer.withLock { $0.body.append(contentsOf: bytes) }
+        buffer.withLock { buffer in
+            if buffer.body.isEmpty {
+                // A body that comes whole in its first bytes (most small ones) is made at its
+                // size in one step; a longer one gets room for all of it first.
+                if bytes.count >= buffer.expectedLength {
+                    buffer.body = Data(bytes)
+                    return
+                }
+                buffer.body.reserveCapacity(buffer.expectedLength)
+            }
+            buffer.body.append(contentsOf: bytes)
+        }
         return nil
     }
 

@@ -100,18 +100,33 @@ public struct HTTPFields: Sendable, Equatable {
 
     /// The values of every field called `name` (any case), in order.
     public func values(_ name: String) -> [String] {
-        var result: [String] = []
-        for location in locations where nameMatches(location, name) {
-            result.append(string(location.value))
+        var name = name
+        return name.withUTF8 { candidate in
+            storage.withUnsafeBufferPointer { bytes in
+                locations.filter { Self.nameMatches(bytes, $0, candidate) }.map { Self.string(bytes, $0.value) }
+            }
         }
-        return result
     }
 
     /// The values of every field called `name`, joined with ", " as RFC 9110 section 5.3
-    /// allows for list-based fields; nil when there is none.
+    /// allows for list-based fields; nil when there is none. The name and the storage are
+    /// borrowed once for the scan, and no array is made: most names match once or not at all.
     public func combined(_ name: String) -> String? {
-        let all = values(name)
-        return all.isEmpty ? nil : all.joined(separator: ", ")
+        var name = name
+        return name.withUTF8 { candidate in
+            storage.withUnsafeBufferPointer { bytes -> String? in
+                var result: String?
+                for location in locations where Self.nameMatches(bytes, location, candidate) {
+                    let value = Self.string(bytes, location.value)
+                    if result == nil {
+                        result = value
+                    } else {
+                        result! += ", " + value
+                    }
+                }
+                return result
+            }
+        }
     }
 
     /// True when a field called `name` is present.
@@ -232,7 +247,11 @@ public struct HTTPFields: Sendable, Equatable {
     }
 
     private func string(_ range: Range<Int>) -> String {
-        storage.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[range]), as: UTF8.self) }
+        storage.withUnsafeBufferPointer { Self.string($0, range) }
+    }
+
+    private static func string(_ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> String {
+        String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
     }
 }
 

@@ -160,16 +160,24 @@ public struct TaskStateMachine: Sendable {
             Iterator(remaining: self)
         }
 
-        /// Yields the actions in order.
+        /// Yields the actions in order. Each is copied out once, by position: shifting the
+        /// rest up at every step copied and destroyed three optional actions a step.
         public struct Iterator: IteratorProtocol {
-            var remaining: Actions
+            let actions: Actions
+            var position = 0
+
+            init(remaining: Actions) {
+                actions = remaining
+            }
 
             public mutating func next() -> Action? {
-                let next = remaining.first
-                remaining.first = remaining.second
-                remaining.second = remaining.third
-                remaining.third = nil
-                return next
+                position += 1
+                switch position {
+                case 1: return actions.first
+                case 2: return actions.second
+                case 3: return actions.third
+                default: return nil
+                }
             }
         }
 

@@ -68,7 +68,25 @@ public final class HTTPTransport: Sendable {
     /// descriptor left), which every request then reports.
     private let environment: Result<TransportEnvironment, SystemError>
     /// Pools by connection key; guarded by the mutex.
-    private let pools = Mutex<[ConnectionKey: PoolDriver]>([:])
+    private let pools = Mutex(Pools())
+
+    /// The pools, and the one the last request went to: most requests go where the one before
+    /// went, and comparing keys costs a tenth of hashing one (two strings and the route
+    /// through SipHash) for the dictionary.
+    private struct Pools {
+        var byKey: [ConnectionKey: PoolDriver] = [:]
+        /// Compared by its own key, which no copy of a key or an optional tuple of one makes
+        /// cost more than the comparison.
+        var last: PoolDriver?
+
+        mutating func removeAll() -> [PoolDriver] {
+            defer {
+                byKey.removeAll()
+                last = nil
+            }
+            return Array(byKey.values)
+        }
+    }
     private let isShutDown = Atomic<Bool>(false)
 
     /// The loop whose executor this transport offers (``taskExecutor``); nil when the loops
@@ -172,11 +190,7 @@ public final class HTTPTransport: Sendable {
     /// Closes every pool: waiting requests fail, idle connections close.
     public func shutdown() {
         isShutDown.store(true, ordering: .relaxed)
-        let drivers = pools.withLock { pools in
-            let all = Array(pools.values)
-            pools.removeAll()
-            return all
-        }
+        let drivers = pools.withLock { $0.removeAll() }
         for driver in drivers { driver.shutdown() }
     }
 
@@ -184,10 +198,7 @@ public final class HTTPTransport: Sendable {
     /// end, and requests waiting for a connection, like every later one, get a new one (URLSession's
     /// `flush` and `reset`).
     public func retireConnections() {
-        let drivers = pools.withLock { pools in
-            defer { pools.removeAll() }
-            return Array(pools.values)
-        }
+        let drivers = pools.withLock { $0.removeAll() }
         for driver in drivers {
             for exchange in driver.retire() { start(exchange) }
         }
@@ -195,7 +206,11 @@ public final class HTTPTransport: Sendable {
 
     private func pool(for key: ConnectionKey, in environment: TransportEnvironment) -> PoolDriver {
         pools.withLock { pools in
-            if let existing = pools[key] { return existing }
+            if let last = pools.last, last.key == key { return last }
+            if let existing = pools.byKey[key] {
+                pools.last = existing
+                return existing
+            }
             var poolConfiguration = configuration.pool
             if case .forwardingProxy = key.route {
                 poolConfiguration.mayNegotiateHTTP2 = false
@@ -210,7 +225,8 @@ public final class HTTPTransport: Sendable {
                 guard let self else { return exchange.fail(.shutDown) }
                 self.start(exchange)
             }
-            pools[key] = driver
+            pools.byKey[key] = driver
+            pools.last = driver
             return driver
         }
     }
