@@ -12,35 +12,6 @@ import Foundation
 /// whole and no stray byte followed the response; otherwise it closes. A protocol error always
 /// closes it.
 final class HTTP1Connection: TransportStreamDelegate {
-    /// The request being carried. A class, so that updating it in place costs no copies.
-    /// Confined to the connection's loop, like the connection: no access needs a run-time
-    /// exclusivity check.
-    final class Active {
-        let exchange: HTTPExchange
-        @exclusivity(unchecked) var metrics: ExchangeMetrics
-        /// True once any response byte arrived (a stale connection fails before that).
-        @exclusivity(unchecked) var receivedResponseBytes = false
-        @exclusivity(unchecked) var headDelivered = false
-        @exclusivity(unchecked) var body: BodyProgress
-        @exclusivity(unchecked) var bodyBytesSent: Int64 = 0
-        @exclusivity(unchecked) var readingPaused = false
-        @exclusivity(unchecked) var lastActivity: ContinuousClock.Instant
-
-        init(exchange: HTTPExchange, metrics: ExchangeMetrics, body: BodyProgress, lastActivity: ContinuousClock.Instant) {
-            self.exchange = exchange
-            self.metrics = metrics
-            self.body = body
-            self.lastActivity = lastActivity
-        }
-    }
-
-    /// How far the request body has gone.
-    enum BodyProgress {
-        case complete
-        /// Streaming from a producer; `reading` while a chunk is being fetched off the loop.
-        case streaming(RequestBodyProducer, length: Int64?, reading: Bool)
-    }
-
     let id: PoolConnectionID
     let loop: EventLoop
     let stream: TransportStream
@@ -83,15 +54,8 @@ final class HTTP1Connection: TransportStreamDelegate {
         stream.delegate = self
     }
 
-    /// The details every exchange's metrics share, made for the first exchange that records them.
+    /// The details every exchange's metrics share (see ``ExchangeMetrics``).
     @exclusivity(unchecked) private var details: ConnectionDetails?
-
-    private func connectionDetails() -> ConnectionDetails {
-        if let details { return details }
-        let made = ConnectionDetails(stream: stream, proxy: connectTimings.proxy)
-        details = made
-        return made
-    }
 
     // MARK: Carrying an exchange
 
@@ -119,7 +83,7 @@ final class HTTP1Connection: TransportStreamDelegate {
         let request = exchange.request
         var metrics = ExchangeMetrics(
             for: exchange, on: stream, reused: requestsCarried > 1, connectTimings: connectTimings, protocolName: "http/1.1",
-            details: connectionDetails
+            details: &details
         )
         let timed = request.collectsTimings
         if timed { metrics.requestStart = .now }

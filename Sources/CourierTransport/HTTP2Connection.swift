@@ -105,15 +105,8 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         flush()
     }
 
-    /// The details every exchange's metrics share, made for the first exchange that records them.
+    /// The details every exchange's metrics share (see ``ExchangeMetrics``).
     @exclusivity(unchecked) private var details: ConnectionDetails?
-
-    private func connectionDetails() -> ConnectionDetails {
-        if let details { return details }
-        let made = ConnectionDetails(stream: stream, proxy: connectTimings.proxy)
-        details = made
-        return made
-    }
 
     // MARK: Carrying exchanges
 
@@ -135,7 +128,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         let request = exchange.request
         var metrics = ExchangeMetrics(
             for: exchange, on: stream, reused: streamsCarried > 1, connectTimings: connectTimings, protocolName: "h2",
-            details: connectionDetails
+            details: &details
         )
         metrics.requestStart = .now
         exchange.delegate.exchange(exchange, didMakeProgress: .requestSent(reusedConnection: streamsCarried > 1, http2: true))

@@ -71,11 +71,11 @@ struct ConnectTimings: Sendable {
 extension ExchangeMetrics {
     /// The metrics of an exchange starting on `stream`: the connection's own timings only for
     /// the first exchange it carries, its TLS details and addresses for every one, all only
-    /// when the request collects timings (nobody reads them otherwise). `details` gives the
-    /// connection's shared ``ConnectionDetails``.
+    /// when the request collects timings (nobody reads them otherwise). `details` is the
+    /// connection's shared ``ConnectionDetails``, made here for the first exchange that records them.
     init(
         for exchange: HTTPExchange, on stream: any TransportStream, reused: Bool,
-        connectTimings: ConnectTimings, protocolName: String, details: () -> ConnectionDetails
+        connectTimings: ConnectTimings, protocolName: String, details: inout ConnectionDetails?
     ) {
         self.init()
         isReusedConnection = reused
@@ -90,7 +90,8 @@ extension ExchangeMetrics {
             secureConnectionStart = stream.tls?.handshakeStart
             secureConnectionEnd = stream.tls?.handshakeEnd
         }
-        connection = details()
+        if details == nil { details = ConnectionDetails(stream: stream, proxy: connectTimings.proxy) }
+        connection = details
     }
 }
 
