@@ -30,6 +30,14 @@ enum RequestBuilder {
     /// Default `Accept-Encoding`: the content codings the session decodes (ContentDecoder).
     static let acceptEncoding = "gzip, deflate, br"
 
+    /// The fields of a request that sets none and whose configuration adds or omits none, in
+    /// the order the general path appends them, checked once (so not per request); nil when
+    /// they fail the check (a process name with a control character), and then every such
+    /// request takes the general path and fails there.
+    static let defaultFields = try? HTTPFields([
+        ("User-Agent", userAgent), ("Accept", "*/*"), ("Accept-Language", acceptLanguage), ("Accept-Encoding", acceptEncoding),
+    ]).validated()
+
     /// - Parameter proxy: the proxy to go through. An `http` request to an HTTP proxy carries
     ///   the absolute URL in its request line (RFC 9112 section 3.2.2); through a tunnel, the
     ///   request is as the origin would get it directly.
@@ -53,38 +61,46 @@ enum RequestBuilder {
         let forwarded = origin.scheme == .http && proxy?.kind == .http && !upgrade
         let method = HTTPMethod(request.httpMethod ?? "GET")
 
-        var fields = HTTPFields()
         let callerFields = request.orderedHeaderFields
-        // Room for the caller's fields and the few added below (User-Agent, Accept, Accept-Language,
-        // Accept-Encoding, Content-Type, Host and their values come to about 200 bytes): one
-        // allocation each for the bytes and the index instead of a growth at every doubling.
-        fields.reserveCapacity(
-            fields: callerFields.count + 8,
-            bytes: callerFields.reduce(256) { $0 + $1.name.utf8.count + $1.value.utf8.count }
-        )
-        func callerHas(_ name: String) -> Bool {
-            callerFields.contains { $0.name.caseInsensitiveCompare(name) == .orderedSame }
-        }
-        // Request beats configuration, configuration beats defaults.
-        for (name, value) in callerFields { fields.append(name: name, value: value) }
-        for (name, value) in configuration.additionalHeaderFields where !callerHas(name) && !fields.contains(name) {
-            fields.append(name: name, value: value)
-        }
         let omitted = configuration.courierOmittedDefaultFields
+        let body = try makeBody(request, source: source, url: url)
+        // As Apple does: a form is assumed when a POST body says nothing of its type.
+        let formAssumed: Bool
+        if case .empty = body { formAssumed = false } else { formAssumed = method == .post }
+        var fields: HTTPFields
         // With no field from the caller or the configuration (most requests), none of the
         // defaults is there yet and neither is a Proxy-Authorization: no lookup is needed.
-        let noneSet = fields.isEmpty
-        // No local function here: one capturing `fields` would make every use of it in this
-        // function check exclusivity at run time.
-        if defaultAdded("User-Agent", to: fields, noneSet, omitted: omitted) { fields.append(name: "User-Agent", value: userAgent) }
-        if defaultAdded("Accept", to: fields, noneSet, omitted: omitted) { fields.append(name: "Accept", value: "*/*") }
-        if defaultAdded("Accept-Language", to: fields, noneSet, omitted: omitted) { fields.append(name: "Accept-Language", value: acceptLanguage) }
-        if defaultAdded("Accept-Encoding", to: fields, noneSet, omitted: omitted) { fields.append(name: "Accept-Encoding", value: acceptEncoding) }
-
-        let body = try makeBody(request, source: source, url: url)
-        if case .empty = body {} else if method == .post && defaultAdded("Content-Type", to: fields, noneSet, omitted: omitted) {
-            // As Apple does: a form is assumed when a POST body says nothing of its type.
-            fields.append(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        let noneSet = callerFields.isEmpty && configuration.httpAdditionalHeaders?.isEmpty != false
+        if noneSet && omitted.isEmpty && !formAssumed, let defaultFields {
+            // Exactly the defaults: one value made once and shared (no allocation, no copy).
+            fields = defaultFields
+        } else {
+            fields = HTTPFields()
+            // Room for the caller's fields and the few added below (User-Agent, Accept, Accept-Language,
+            // Accept-Encoding, Content-Type, Host and their values come to about 200 bytes): one
+            // allocation each for the bytes and the index instead of a growth at every doubling.
+            fields.reserveCapacity(
+                fields: callerFields.count + 8,
+                bytes: callerFields.reduce(256) { $0 + $1.name.utf8.count + $1.value.utf8.count }
+            )
+            func callerHas(_ name: String) -> Bool {
+                callerFields.contains { $0.name.caseInsensitiveCompare(name) == .orderedSame }
+            }
+            // Request beats configuration, configuration beats defaults.
+            for (name, value) in callerFields { fields.append(name: name, value: value) }
+            for (name, value) in configuration.additionalHeaderFields where !callerHas(name) && !fields.contains(name) {
+                fields.append(name: name, value: value)
+            }
+            // No local function here: one capturing `fields` would make every use of it in this
+            // function check exclusivity at run time.
+            let nothingYet = fields.isEmpty
+            if defaultAdded("User-Agent", to: fields, nothingYet, omitted: omitted) { fields.append(name: "User-Agent", value: userAgent) }
+            if defaultAdded("Accept", to: fields, nothingYet, omitted: omitted) { fields.append(name: "Accept", value: "*/*") }
+            if defaultAdded("Accept-Language", to: fields, nothingYet, omitted: omitted) { fields.append(name: "Accept-Language", value: acceptLanguage) }
+            if defaultAdded("Accept-Encoding", to: fields, nothingYet, omitted: omitted) { fields.append(name: "Accept-Encoding", value: acceptEncoding) }
+            if formAssumed && defaultAdded("Content-Type", to: fields, nothingYet, omitted: omitted) {
+                fields.append(name: "Content-Type", value: "application/x-www-form-urlencoded")
+            }
         }
 
         // A caller's Proxy-Authorization is for an HTTP proxy only: on a forwarded request, or
@@ -108,7 +124,7 @@ enum RequestBuilder {
     }
 
     /// True when the default field `name` goes into `fields`: neither the caller nor the
-    /// configuration set it (`noneSet`: they set no field at all), and the configuration does
+    /// configuration set it (`noneSet`: they set no field at all, so the lookup is skipped), and the configuration does
     /// not omit it.
     private static func defaultAdded(_ name: String, to fields: HTTPFields, _ noneSet: Bool, omitted: Set<String>) -> Bool {
         (noneSet || !fields.contains(name)) && (omitted.isEmpty || !omitted.contains { $0.caseInsensitiveCompare(name) == .orderedSame })

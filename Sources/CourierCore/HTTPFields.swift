@@ -43,6 +43,9 @@ public struct HTTPFields: Sendable, Equatable {
 
     @usableFromInline var storage: [UInt8]
     @usableFromInline var locations: [Location]
+    /// Every name and value passed ``validate()`` (``validated()`` made this value) and no
+    /// field was added since, so the check need not run again. Removing fields keeps it true.
+    @usableFromInline var knownValid = false
 
     /// An empty list.
     public init() {
@@ -163,6 +166,7 @@ public struct HTTPFields: Sendable, Equatable {
 
     /// Appends a field.
     public mutating func append(name: String, value: String) {
+        knownValid = false
         let nameStart = storage.count
         Self.appendUTF8(of: name, to: &storage)
         let valueStart = storage.count

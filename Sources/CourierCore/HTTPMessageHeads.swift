@@ -118,8 +118,17 @@ extension HTTPRequestHead {
         guard authority.utf8.withContiguousStorageIfAvailable(HTTPFieldValidation.isValidTarget) ?? HTTPFieldValidation.isValidTarget(authority.utf8) else {
             throw .invalidTarget(authority)
         }
+        try fields.validate()
+    }
+}
+
+extension HTTPFields {
+    /// Checks that every name is a token and every value free of CR, LF, NUL and the other
+    /// controls; at once when these fields were checked before (``validated()``).
+    public func validate() throws(HTTPFieldError) {
+        guard !knownValid else { return }
         var failure: HTTPFieldError?
-        fields.forEachField { name, value in
+        forEachField { name, value in
             guard failure == nil else { return }
             if !HTTPFieldValidation.isToken(name) {
                 failure = .invalidName(String(decoding: name, as: UTF8.self))
@@ -128,5 +137,15 @@ extension HTTPRequestHead {
             }
         }
         if let failure { throw failure }
+    }
+
+    /// These fields, checked (``validate()``) and marked as checked, for fields many requests
+    /// share unchanged (a session's defaults): a head carrying them is not checked again
+    /// until a field is added.
+    public func validated() throws(HTTPFieldError) -> HTTPFields {
+        try validate()
+        var checked = self
+        checked.knownValid = true
+        return checked
     }
 }

@@ -15,17 +15,16 @@ extension PoolStateMachine {
         }
         if let (id, active, maxStreams) = chosen {
             connections[id] = .http2(activeStreams: active + 1, maxStreams: maxStreams, draining: false)
-            var actions: [Action] = []
             if active == 0, idleOrder.contains(id) {
                 idleOrder.removeAll { $0 == id }
-                actions.append(.cancelIdleTimer(id))
+                return (id, reusing(.cancelIdleTimer(id), .executeRequest(request, on: id)))
             }
-            return (id, actions + [.executeRequest(request, on: id)])
+            return (id, reusing(.executeRequest(request, on: id)))
         }
         if let index = idleOrder.lastIndex(where: { connections[$0] == .http1Idle }) {
             let id = idleOrder.remove(at: index)
             connections[id] = .http1Leased(request)
-            return (id, [.cancelIdleTimer(id), .executeRequest(request, on: id)])
+            return (id, reusing(.cancelIdleTimer(id), .executeRequest(request, on: id)))
         }
         return nil
     }
@@ -83,16 +82,47 @@ extension PoolStateMachine {
     @inlinable
     mutating func becameIdle(_ id: PoolConnectionID) -> [Action] {
         idleOrder.append(id)
+        guard idleOrder.count > configuration.maxIdleConnections || !waiters.isEmpty else {
+            return reusing(.scheduleIdleTimer(id, configuration.idleTimeout))
+        }
         var actions: [Action] = [.scheduleIdleTimer(id, configuration.idleTimeout)]
-        var closed = false
         while idleOrder.count > configuration.maxIdleConnections {
             let oldest = idleOrder.removeFirst()
             connections[oldest] = nil
             actions += [.cancelIdleTimer(oldest), .closeConnection(oldest)]
-            closed = true
         }
         // Waiters left now need a new connection (a retry); a closed slot may allow it.
-        return actions + (closed || !waiters.isEmpty ? dialIfNeeded() : [])
+        return actions + dialIfNeeded()
+    }
+
+    /// `action` in the machine's reusable array, emptied first.
+    ///
+    /// Design note: the events every request causes (a lease, a connection going idle) give
+    /// one or two actions, and an array made for them cost an allocation each time. The
+    /// machine keeps one array and hands it out: by the next event the driver has run and
+    /// dropped it, so emptying it keeps its storage. If a caller still holds it, emptying
+    /// copies first, as any array does, and nothing the caller holds changes.
+    @inlinable
+    mutating func reusing(_ action: Action) -> [Action] {
+        keepReusableActions(1)
+        if reusableActions.isEmpty { reusableActions.append(action) } else { reusableActions[0] = action }
+        return reusableActions
+    }
+
+    /// `first` and `second` in the machine's reusable array (``reusing(_:)``).
+    @inlinable
+    mutating func reusing(_ first: Action, _ second: Action) -> [Action] {
+        keepReusableActions(2)
+        if reusableActions.isEmpty { reusableActions.append(first) } else { reusableActions[0] = first }
+        if reusableActions.count < 2 { reusableActions.append(second) } else { reusableActions[1] = second }
+        return reusableActions
+    }
+
+    /// Drops the reusable array's actions beyond the first `count`, keeping its storage (one
+    /// by one from the end: cheaper for one or two than a general removal).
+    @inlinable
+    mutating func keepReusableActions(_ count: Int) {
+        while reusableActions.count > count { reusableActions.removeLast() }
     }
 
     /// With nobody waiting, slots backing off are no longer needed.

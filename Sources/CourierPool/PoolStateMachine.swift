@@ -61,6 +61,8 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
     @usableFromInline var consecutiveDialFailures = 0
     @usableFromInline var shuttingDown = false
     @usableFromInline var shutdownReported = false
+    /// The array the events of every request return their actions in (``reusing(_:)``).
+    @usableFromInline var reusableActions: [Action] = []
 
     @inlinable
     public init(configuration: PoolConfiguration = PoolConfiguration()) {
@@ -187,7 +189,8 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
             return []
         }
         let actions = assignWaiters(toHTTP2: id, includingRetries: false)
-        if case .http2(0, _, _) = connections[id] { return actions + becameIdle(id) }
+        // No stream left means no waiter was given one: the actions so far are none.
+        if case .http2(0, _, _) = connections[id] { return actions.isEmpty ? becameIdle(id) : actions + becameIdle(id) }
         return actions
     }
 

@@ -3,11 +3,13 @@ import CourierReactor
 
 /// The state of the exchange an HTTP/1.1 connection is carrying.
 extension HTTP1Connection {
-    /// The request being carried. A class, so that updating it in place costs no copies.
+    /// The request being carried. A class, so that updating it in place costs no copies; the
+    /// connection keeps the last one as a spare for the next request (`spareActive`).
     /// Confined to the connection's loop, like the connection: no access needs a run-time
     /// exclusivity check.
     final class Active {
-        let exchange: HTTPExchange
+        /// Nil only while the object waits, as the connection's spare, for the next exchange.
+        @exclusivity(unchecked) private var exchangeSlot: HTTPExchange?
         @exclusivity(unchecked) var metrics: ExchangeMetrics
         /// True once any response byte arrived (a stale connection fails before that).
         @exclusivity(unchecked) var receivedResponseBytes = false
@@ -18,11 +20,40 @@ extension HTTP1Connection {
         @exclusivity(unchecked) var lastActivity: ContinuousClock.Instant
 
         init(exchange: HTTPExchange, metrics: ExchangeMetrics, body: BodyProgress, lastActivity: ContinuousClock.Instant) {
-            self.exchange = exchange
+            self.exchangeSlot = exchange
             self.metrics = metrics
             self.body = body
             self.lastActivity = lastActivity
         }
+
+        var exchange: HTTPExchange { exchangeSlot! }
+
+        /// Lets go of the finished exchange and what its body came from, to be kept as a spare.
+        func clear() {
+            exchangeSlot = nil
+            body = .complete
+        }
+
+        /// Starts over for another exchange, as a new object would.
+        func restart(exchange: HTTPExchange, metrics: ExchangeMetrics, body: BodyProgress, lastActivity: ContinuousClock.Instant) {
+            exchangeSlot = exchange
+            self.metrics = metrics
+            receivedResponseBytes = false
+            headDelivered = false
+            self.body = body
+            bodyBytesSent = 0
+            readingPaused = false
+            self.lastActivity = lastActivity
+        }
+    }
+
+    /// A successful exchange on its way out.
+    struct Completion {
+        let exchange: HTTPExchange
+        let trailers: HTTPFields?
+        let metrics: ExchangeMetrics
+        /// The connection may carry another request.
+        var reusable: Bool
     }
 
     /// How far the request body has gone.

@@ -98,7 +98,13 @@ final class HTTP1Connection: TransportStreamDelegate {
         // HTTPTransport.start validated the head before it reached the pool.
         HTTP1RequestEncoder.encodeValidatedHead(request.head, framing: framing, upgrade: request.upgrades, into: &sendBuffer)
         metrics.requestHeaderBytesSent = Int64(sendBuffer.readableBytes)
-        active = Active(exchange: exchange, metrics: metrics, body: bodyProgress, lastActivity: loop.now)
+        if let spare = spareActive {
+            spareActive = nil
+            spare.restart(exchange: exchange, metrics: metrics, body: bodyProgress, lastActivity: loop.now)
+            active = spare
+        } else {
+            active = Active(exchange: exchange, metrics: metrics, body: bodyProgress, lastActivity: loop.now)
+        }
         parser.expectResponse(to: request.head.method)
         armTimeout(request.idleTimeout, deadline: request.deadline)
 
@@ -193,15 +199,13 @@ final class HTTP1Connection: TransportStreamDelegate {
     /// A response that ended inside ``parse(_:)``: released (or closed) and delivered when the
     /// parse is over.
     @exclusivity(unchecked) private var completionAfterParse: Completion?
+    /// The `Active` of that response, made the spare when the parse is over if nothing else
+    /// holds it then.
+    @exclusivity(unchecked) private var finishedInParse: Active?
+    /// An `Active` for the next exchange: one allocation fewer a request on a kept-alive
+    /// connection.
+    @exclusivity(unchecked) private var spareActive: Active?
 
-    /// A successful exchange on its way out.
-    struct Completion {
-        let exchange: HTTPExchange
-        let trailers: HTTPFields?
-        let metrics: ExchangeMetrics
-        /// The connection may carry another request.
-        var reusable: Bool
-    }
     /// False when TLS ended without close_notify: a close-delimited body is then truncated.
     @exclusivity(unchecked) private var endedCleanly = true
 
@@ -213,9 +217,12 @@ final class HTTP1Connection: TransportStreamDelegate {
         parseDepth += 1
         defer {
             parseDepth -= 1
-            if parseDepth == 0, let completion = completionAfterParse {
-                completionAfterParse = nil
-                complete(completion)
+            if parseDepth == 0 {
+                keepFinishedAsSpare()
+                if let completion = completionAfterParse {
+                    completionAfterParse = nil
+                    complete(completion)
+                }
             }
         }
         var offset = 0
@@ -353,12 +360,23 @@ final class HTTP1Connection: TransportStreamDelegate {
             // parse, everything waits until the parse has checked for leftovers.
             if parseDepth > 0 {
                 completionAfterParse = completion
+                finishedInParse = current
             } else {
                 complete(completion)
             }
         case .failure(let error):
             exchange.fail(error, metrics: current.metrics)
         }
+    }
+
+    /// Keeps the `Active` of a response that ended in the parse just over for the next
+    /// exchange, unless something still holds it (it is then left to go).
+    private func keepFinishedAsSpare() {
+        guard var finished = finishedInParse else { return }
+        finishedInParse = nil
+        guard isKnownUniquelyReferenced(&finished) else { return }
+        finished.clear()
+        spareActive = finished
     }
 
     /// Gives the connection back to the pool (or closes it), then tells the exchange's delegate.

@@ -262,6 +262,23 @@ struct RequestEncoderTests {
         #expect(result.buffer == previousBytes)
     }
 
+    @Test("fields checked once are not checked again until one is added, and then are")
+    func validatedFieldsCheckedAgainAfterAppend() throws {
+        let checked = try HTTPFields([("Accept", "*/*"), ("X-A", "1")]).validated()
+        try HTTP1RequestEncoder.validate(HTTPRequestHead(method: .get, target: "/", authority: "h", fields: checked))
+        var grown = checked
+        grown.append(name: "X-Test", value: "a\r\nX-Injected: 1")
+        #expect(throws: HTTPFieldError.invalidValue(name: "X-Test")) {
+            try HTTP1RequestEncoder.validate(HTTPRequestHead(method: .get, target: "/", authority: "h", fields: grown))
+        }
+        var shrunk = grown
+        shrunk.removeAll(named: "X-Test")
+        try shrunk.validate()
+        #expect(throws: HTTPFieldError.invalidName("X A")) { try HTTPFields([("X A", "v")]).validated() }
+        // The mark is not part of the value: equal fields compare equal either way.
+        #expect(checked == HTTPFields([("Accept", "*/*"), ("X-A", "1")]))
+    }
+
     @Test("a non-token field name is refused", arguments: [
         "", " ", "X A", "X-A ", " X-A", "X:A", "X-A:", ":authority", "X\u{E9}", "Caf\u{E9}", "X\tA", "X\r\nY", "X\u{0}",
         "(X)", "X\"", "X/Y", "X;Y", "X,Y", "X=Y", "X@Y", "X[Y]", "X{Y}", "X?Y", "X\\Y", "<X>", "\u{7F}",

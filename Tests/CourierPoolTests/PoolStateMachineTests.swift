@@ -97,6 +97,28 @@ struct AssignmentOrderTests {
         #expect(pool.requestQueued(R(4)) == [.createConnection(C(2))])
         #expect(pool.idleCount == 0)
     }
+
+    @Test func actionsKeptByTheCallerDoNotChangeWithLaterEvents() {
+        // Leases and idling hand out one reused array: what a caller still holds must not
+        // change when the next event reuses it.
+        var pool = makePool()
+        _ = pool.requestQueued(R(0))
+        let established = pool.connectionEstablished(C(0), protocol: .http1)
+        let idle = pool.connectionReleased(C(0))
+        let lease = pool.requestQueued(R(1))
+        let idleAgain = pool.connectionReleased(C(0))
+        let secondLease = pool.requestQueued(R(2))
+        #expect(established == [.executeRequest(R(0), on: C(0))])
+        #expect(idle == [.scheduleIdleTimer(C(0), minute)])
+        #expect(lease == [.cancelIdleTimer(C(0)), .executeRequest(R(1), on: C(0))])
+        #expect(idleAgain == [.scheduleIdleTimer(C(0), minute)])
+        #expect(secondLease == [.cancelIdleTimer(C(0)), .executeRequest(R(2), on: C(0))])
+        // Dropped between events, as the driver does: the same values come out.
+        for n in 3..<8 {
+            #expect(pool.connectionReleased(C(0)) == [.scheduleIdleTimer(C(0), minute)])
+            #expect(pool.requestQueued(R(n)) == [.cancelIdleTimer(C(0)), .executeRequest(R(n), on: C(0))])
+        }
+    }
 }
 
 @Suite("Idle connections")

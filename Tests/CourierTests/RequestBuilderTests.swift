@@ -1,4 +1,5 @@
 @testable import Courier
+import CourierCore
 import CourierTransport
 import Foundation
 import Testing
@@ -65,5 +66,67 @@ struct RequestBuilderTests {
     func authorityPorts(_ port: UInt16) {
         #expect(Origin(scheme: .http, host: "127.0.0.1", port: port).authority == "127.0.0.1:\(port)")
         #expect(Origin(scheme: .https, host: "fe80::1", port: port).authority == (port == 443 ? "[fe80::1]" : "[fe80::1]:\(port)"))
+    }
+}
+
+/// The request fields: the shared defaults where nothing is set, the same fields the general
+/// path would build, and the general path wherever something is set.
+@Suite("RequestBuilder's fields")
+struct RequestBuilderFieldTests {
+    static let url = URL(string: "http://127.0.0.1:18080/x")!
+
+    static func fields(_ request: URLRequest, _ configuration: URLSessionConfiguration = .ephemeral, body: TaskDriver.BodySource = .request) throws -> [HTTPFields.Field] {
+        try RequestBuilder.make(request, configuration: configuration, body: body).head.fields.fields
+    }
+
+    static let defaults: [HTTPFields.Field] = [
+        .init(name: "User-Agent", value: RequestBuilder.userAgent), .init(name: "Accept", value: "*/*"),
+        .init(name: "Accept-Language", value: RequestBuilder.acceptLanguage), .init(name: "Accept-Encoding", value: RequestBuilder.acceptEncoding),
+    ]
+
+    @Test("a request that sets nothing gets the four defaults, in order")
+    func nothingSet() throws {
+        #expect(try Self.fields(URLRequest(url: Self.url)) == Self.defaults)
+        // An empty dictionary of additional headers sets nothing either.
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpAdditionalHeaders = [:]
+        #expect(try Self.fields(URLRequest(url: Self.url), configuration) == Self.defaults)
+    }
+
+    @Test("the shared defaults are what the general path builds")
+    func sameAsGeneralPath() throws {
+        // A header that is not a string is ignored, but takes the request down the general path.
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpAdditionalHeaders = ["X-Number": 7]
+        #expect(try Self.fields(URLRequest(url: Self.url), configuration) == Self.defaults)
+    }
+
+    @Test("caller and configuration fields come first and replace the defaults they name")
+    func setFields() throws {
+        var request = URLRequest(url: Self.url)
+        request.setValue("text/plain", forHTTPHeaderField: "accept")
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpAdditionalHeaders = ["X-From-Configuration": "1", "Accept": "ignored"]
+        let names = try Self.fields(request, configuration).map(\.name)
+        #expect(names == ["accept", "X-From-Configuration", "User-Agent", "Accept-Language", "Accept-Encoding"])
+    }
+
+    @Test("a POST body with no type is a form; an omitted default is left out")
+    func formAndOmitted() throws {
+        var request = URLRequest(url: Self.url)
+        request.httpMethod = "POST"
+        request.httpBody = Data("a=1".utf8)
+        #expect(try Self.fields(request) == Self.defaults + [.init(name: "Content-Type", value: "application/x-www-form-urlencoded")])
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.courierOmittedDefaultFields = ["accept-language"]
+        #expect(try Self.fields(URLRequest(url: Self.url), configuration) == Self.defaults.filter { $0.name != "Accept-Language" })
+    }
+
+    @Test("changing one request's fields leaves the shared defaults alone")
+    func sharedDefaultsUnchanged() throws {
+        var head = try RequestBuilder.make(URLRequest(url: Self.url), configuration: .ephemeral, body: .request).head
+        head.fields.append(name: "Cookie", value: "a=b")
+        #expect(RequestBuilder.defaultFields?.fields == Self.defaults)
+        #expect(try Self.fields(URLRequest(url: Self.url)) == Self.defaults)
     }
 }
