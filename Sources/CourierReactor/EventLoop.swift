@@ -47,8 +47,25 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     /// Work that stays on the loop.
     public typealias LocalJob = () -> Void
 
+    /// A job in one of the loop's queues.
+    ///
+    /// Design note: the queues (generic containers) hold jobs in a struct, not as bare
+    /// closures. A container holds a bare closure in its most general form, so a closure put
+    /// in was wrapped in a reabstraction thunk (an allocation), and taken out and put in the
+    /// next queue, wrapped twice more: three allocations for every job handed to the loop
+    /// from another thread. A struct's closure is stored as it is.
+    @usableFromInline
+    struct QueuedJob {
+        let run: LocalJob
+    }
+
+    /// A job from another thread, as ``Incoming`` holds it.
+    struct SentJob: Sendable {
+        let run: Job
+    }
+
     private struct Incoming {
-        var jobs: [Job] = []
+        var jobs: [SentJob] = []
         /// True when a wake-up is already written and not yet consumed.
         var wakePending = false
         var stopping = false
@@ -79,8 +96,11 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     private let borrower = Atomic<UInt>(0)
 
     // Loop-confined state.
-    @exclusivity(unchecked) private var localJobs = Deque<LocalJob>()
-    @exclusivity(unchecked) private var timers = TimerQueue<LocalJob>()
+    @exclusivity(unchecked) private var localJobs = Deque<QueuedJob>()
+    @exclusivity(unchecked) private var timers = TimerQueue<QueuedJob>()
+    /// The other of `Incoming.jobs`' two arrays: taking the jobs swaps it in, empty and with
+    /// its capacity, so appending from other threads allocates only to grow.
+    @exclusivity(unchecked) private var takenJobs: [SentJob] = []
     @exclusivity(unchecked) private var registrations: [UInt64: Registration] = [:]
     @exclusivity(unchecked) private var nextToken: UInt64 = 1
     /// Told once each at the end of the current turn (``atEndOfTurn(_:)``).
@@ -140,13 +160,13 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     /// Runs `job` on the loop, soon; callable from any thread.
     public func execute(_ job: @escaping Job) {
         if inEventLoop {
-            localJobs.append(job)
+            localJobs.append(QueuedJob(run: job))
             return
         }
         let needsWake = incoming.withLock { state -> Bool in
             // After shutdown the loop runs nothing more; the job is dropped.
             guard !state.stopping else { return false }
-            state.jobs.append(job)
+            state.jobs.append(SentJob(run: job))
             if state.wakePending || !state.parked { return false }
             state.wakePending = true
             return true
@@ -217,16 +237,16 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         let current = UInt(pthread_self())
         let outcome = turn.withLockIfAvailable { stopped -> (ran: Bool, wake: Bool) in
             guard !stopped else { return (false, false) }
-            let earlier = incoming.withLock { state -> [Job]? in
-                guard !state.stopping else { return nil }
-                defer { state.jobs = [] }
-                return state.jobs
+            let taken = incoming.withLock { state -> Bool in
+                guard !state.stopping else { return false }
+                swap(&state.jobs, &takenJobs)
+                return true
             }
-            guard let earlier else { return (false, false) }
+            guard taken else { return (false, false) }
             borrower.store(current, ordering: .relaxed)
             now = .now
             runLocalJobs()
-            for queued in earlier { queued() }
+            runTakenJobs()
             run()
             endTurn()
             borrower.store(0, ordering: .relaxed)
@@ -242,7 +262,7 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     /// Used to avoid calling back into an object from inside one of its own calls.
     public func executeSoon(_ job: @escaping LocalJob) {
         assertInEventLoop()
-        localJobs.append(job)
+        localJobs.append(QueuedJob(run: job))
     }
 
     /// Tells `handler` once the current turn's events, timers and queued jobs are done, before
@@ -258,7 +278,7 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     @discardableResult
     public func scheduleTimer(at deadline: ContinuousClock.Instant, _ job: @escaping LocalJob) -> TimerID {
         assertInEventLoop()
-        return timers.schedule(at: deadline, job)
+        return timers.schedule(at: deadline, QueuedJob(run: job))
     }
 
     /// Runs `job` after `delay`; loop thread only.
@@ -351,7 +371,7 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
                         registration.handler.handleIOEvents(IOEvents(rawValue: bits))
                     }
                 }
-                while let job = timers.popNextDue(now: now) { job() }
+                while let job = timers.popNextDue(now: now) { job.run() }
                 if takeIncomingJobs() {
                     stopped = true
                     return true
@@ -390,14 +410,14 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
 
     /// Moves jobs from other threads onto the local queue; returns true when the loop must stop.
     private func takeIncomingJobs() -> Bool {
-        let (jobs, stopping) = incoming.withLock { state -> ([Job], Bool) in
-            let jobs = state.jobs
-            state.jobs = []
+        let stopping = incoming.withLock { state -> Bool in
+            swap(&state.jobs, &takenJobs)
             state.wakePending = false
             state.parked = false
-            return (jobs, state.stopping)
+            return state.stopping
         }
-        for job in jobs { localJobs.append(job) }
+        for job in takenJobs { localJobs.append(QueuedJob(run: job.run)) }
+        takenJobs.removeAll(keepingCapacity: true)
         return stopping
     }
 
@@ -414,12 +434,24 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         turnEndHandlers.removeAll(keepingCapacity: true)
     }
 
+    /// Runs the jobs ``borrow(_:)`` took from other threads, in order, and empties the array
+    /// for the next swap, keeping its storage.
+    private func runTakenJobs() {
+        var index = 0
+        while index < takenJobs.count {
+            let job = takenJobs[index]
+            index += 1
+            job.run()
+        }
+        takenJobs.removeAll(keepingCapacity: true)
+    }
+
     /// Runs the jobs queued so far; jobs they queue run on the next turn, so a job that keeps
     /// re-queueing itself cannot starve I/O.
     private func runLocalJobs() {
         var remaining = localJobs.count
         while remaining > 0, let job = localJobs.popFirst() {
-            job()
+            job.run()
             remaining -= 1
         }
     }
