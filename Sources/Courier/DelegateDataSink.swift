@@ -195,7 +195,7 @@ final class DelegateDataSink: TaskSink {
         while true {
             let calls = pending.withLock { $0.outbox.takeAll() }
             guard !calls.isEmpty else { return }
-            for call in calls { call() }
+            for call in calls { call.run() }
         }
     }
 

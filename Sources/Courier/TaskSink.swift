@@ -257,20 +257,29 @@ struct Batch {
 /// Calls run in the order given, by one drain at a time, under its owner's lock: `post` says
 /// whether a drain must be started (none is running), and the drain calls `takeAll` until it
 /// gets nothing, which ends it. The drain runs the calls outside the lock.
+///
+/// The calls are held in a struct (``Call``), not as bare closures: an array holds a bare
+/// closure in its most general form, so each one posted was wrapped in a reabstraction thunk
+/// (an allocation) on the way in and again on the way out.
 struct SerialCalls {
-    private var calls: [@Sendable () -> Void] = []
+    /// A posted call.
+    struct Call: Sendable {
+        let run: @Sendable () -> Void
+    }
+
+    private var calls: [Call] = []
     private var draining = false
 
     /// Adds `call`; true when the caller must start a drain.
     mutating func post(_ call: @escaping @Sendable () -> Void) -> Bool {
-        calls.append(call)
+        calls.append(Call(run: call))
         guard !draining else { return false }
         draining = true
         return true
     }
 
     /// The calls posted since the last take; none ends the drain.
-    mutating func takeAll() -> [@Sendable () -> Void] {
+    mutating func takeAll() -> [Call] {
         if calls.isEmpty { draining = false }
         defer { calls = [] }
         return calls

@@ -247,7 +247,7 @@ final class URLProtocolThread: @unchecked Sendable {
         while true {
             let jobs = queue.withLock { $0.takeAll() }
             if jobs.isEmpty { return }
-            for job in jobs { job() }
+            for job in jobs { job.run() }
         }
     }
 }

@@ -11,19 +11,22 @@ import CourierCore
 /// stalling the others. Server push is disabled.
 public final class HTTP2ClientSession {
     /// Per-stream bookkeeping for the response.
-    struct StreamState {
+    /// A stream's state. A class, changed in place where the dictionary holds it: changing a
+    /// struct value in a dictionary goes through the dictionary's modify accessors, whose
+    /// frames are too large for their inline buffer here, a malloc for each (six a request).
+    final class StreamState {
         /// The header block being received: its regular fields, names already in canonical
         /// case, laid out for ``HTTPFields/init(validatedStorage:locations:)``.
-        var fieldBytes: [UInt8] = []
-        var fieldLocations: [HTTPFields.Location] = []
+        @exclusivity(unchecked) var fieldBytes: [UInt8] = []
+        @exclusivity(unchecked) var fieldLocations: [HTTPFields.Location] = []
         /// The block's `:status`, when it had one.
-        var status: Int?
-        var headerBytes = 0
-        var headDelivered = false
-        var endStreamReceived = false
-        var headerListTooLarge = false
-        var peerResetCode: UInt32?
-        var cancelledLocally = false
+        @exclusivity(unchecked) var status: Int?
+        @exclusivity(unchecked) var headerBytes = 0
+        @exclusivity(unchecked) var headDelivered = false
+        @exclusivity(unchecked) var endStreamReceived = false
+        @exclusivity(unchecked) var headerListTooLarge = false
+        @exclusivity(unchecked) var peerResetCode: UInt32?
+        @exclusivity(unchecked) var cancelledLocally = false
     }
 
     public let configuration: HTTP2Configuration
@@ -226,8 +229,8 @@ public final class HTTP2ClientSession {
 
     /// Resets a stream with CANCEL; the delegate hears of its close as `.cancelled`.
     public func cancelStream(_ streamID: Int32) {
-        guard streams[streamID] != nil else { return }
-        streams[streamID]!.cancelledLocally = true
+        guard let state = streams[streamID] else { return }
+        state.cancelledLocally = true
         _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, HTTP2ErrorCode.cancel)
     }
 
@@ -278,11 +281,11 @@ public final class HTTP2ClientSession {
     // MARK: Callback bodies
 
     func beginHeaders(_ streamID: Int32) {
-        guard let index = streams.index(forKey: streamID) else { return }
-        Self.restartBlock(&streams.values[index])
+        guard let state = streams[streamID] else { return }
+        Self.restartBlock(state)
     }
 
-    private static func restartBlock(_ state: inout StreamState) {
+    private static func restartBlock(_ state: StreamState) {
         state.fieldBytes.removeAll(keepingCapacity: true)
         state.fieldLocations.removeAll(keepingCapacity: true)
         state.status = nil
@@ -296,13 +299,13 @@ public final class HTTP2ClientSession {
 
     /// Returns false to reset the stream (header list too large).
     func header(_ streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
-        // One lookup a field: the state is changed in place through its index.
-        guard let index = streams.index(forKey: streamID) else { return true }
-        return Self.collect(name: name, value: value, into: &streams.values[index], limit: configuration.maxHeaderListSize)
+        // One lookup a field: the state is changed in place.
+        guard let state = streams[streamID] else { return true }
+        return Self.collect(name: name, value: value, into: state, limit: configuration.maxHeaderListSize)
     }
 
     private static func collect(
-        name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, into state: inout StreamState, limit: Int
+        name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, into state: StreamState, limit: Int
     ) -> Bool {
         // RFC 9113 section 6.5.2: each field counts its name, its value and 32 octets.
         state.headerBytes += name.count + value.count + 32
@@ -315,12 +318,12 @@ public final class HTTP2ClientSession {
             if name.elementsEqual(":status".utf8) { state.status = decimal(value) }
             return true
         }
-        appendField(name: name, value: value, to: &state)
+        appendField(name: name, value: value, to: state)
         return true
     }
 
     /// Adds a regular field to the block being collected, its name in canonical case.
-    private static func appendField(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, to state: inout StreamState) {
+    private static func appendField(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, to state: StreamState) {
         if state.fieldBytes.capacity == 0 { state.fieldBytes.reserveCapacity(typicalHeadBytes) }
         if state.fieldLocations.capacity == 0 { state.fieldLocations.reserveCapacity(typicalHeadFields) }
         let nameStart = state.fieldBytes.count
@@ -348,7 +351,7 @@ public final class HTTP2ClientSession {
         let endStream = flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
         switch type {
         case Int(NGHTTP2_HEADERS.rawValue):
-            guard var state = streams[streamID] else { return }
+            guard let state = streams[streamID] else { return }
             if endStream { state.endStreamReceived = true }
             // The collected block moves into the head or trailers whole, without a copy.
             let fields = HTTPFields(validatedStorage: state.fieldBytes, locations: state.fieldLocations)
@@ -356,12 +359,11 @@ public final class HTTP2ClientSession {
             state.fieldBytes = []
             state.fieldLocations = []
             state.status = nil
-            streams[streamID] = state
             headerBlockComplete(streamID, fields, status: status, hadHead: state.headDelivered)
         case Int(NGHTTP2_DATA.rawValue):
-            if endStream { streams[streamID]?.endStreamReceived = true }
+            if endStream, let state = streams[streamID] { state.endStreamReceived = true }
         case Int(NGHTTP2_RST_STREAM.rawValue):
-            streams[streamID]?.peerResetCode = courier_nghttp2_rst_stream_error_code(frame)
+            if let state = streams[streamID] { state.peerResetCode = courier_nghttp2_rst_stream_error_code(frame) }
         case Int(NGHTTP2_SETTINGS.rawValue):
             guard flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 else { return }
             let limit = courier_nghttp2_settings_value(frame, Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue))
@@ -389,7 +391,7 @@ public final class HTTP2ClientSession {
                 delegate?.http2Stream(streamID, didReceiveInformationalHead: head)
                 return
             }
-            streams[streamID]?.headDelivered = true
+            if let state = streams[streamID] { state.headDelivered = true }
             delegate?.http2Stream(streamID, didReceiveHead: head)
         } else if hadHead {
             delegate?.http2Stream(streamID, didReceiveTrailers: fields)

@@ -5,8 +5,10 @@ import Foundation
 /// so event loops never do.
 public final class BlockingPool: @unchecked Sendable {
     private let condition = NSCondition()
-    /// Work waiting for a thread; guarded by `condition`.
-    private var queue = Deque<@Sendable () -> Void>()
+    /// Work waiting for a thread; guarded by `condition`. Each closure is held in a struct:
+    /// a bare closure in a generic container is wrapped in a thunk (an allocation) on the way
+    /// in and again on the way out.
+    private var queue = Deque<Work>()
     /// Threads started so far; guarded by `condition`.
     private var threads = 0
     /// Threads waiting for work; guarded by `condition`.
@@ -26,7 +28,7 @@ public final class BlockingPool: @unchecked Sendable {
     /// Runs `work` on a pool thread.
     public func submit(_ work: @escaping @Sendable () -> Void) {
         condition.lock()
-        queue.append(work)
+        queue.append(Work(run: work))
         // Idle threads only count down once they wake: compare with the work queued, so two
         // submissions in a row never both wait for the one thread that is idle.
         let startThread = queue.count > idle && threads < maxThreads
@@ -51,7 +53,11 @@ public final class BlockingPool: @unchecked Sendable {
             }
             let work = queue.removeFirst()
             condition.unlock()
-            work()
+            work.run()
         }
+    }
+
+    private struct Work {
+        let run: @Sendable () -> Void
     }
 }

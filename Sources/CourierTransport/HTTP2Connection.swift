@@ -30,7 +30,6 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         @exclusivity(unchecked) var receivedResponseBytes = false
         @exclusivity(unchecked) var trailers: HTTPFields?
         @exclusivity(unchecked) var lastActivity: ContinuousClock.Instant
-        @exclusivity(unchecked) var timer: TimerID?
         /// The stream ended while its reader was paused: completion waits for the stash.
         @exclusivity(unchecked) var endedWhilePaused = false
 
@@ -69,6 +68,9 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     @exclusivity(unchecked) private var outgoing = ByteBuffer()
     @exclusivity(unchecked) private var streamsCarried = 0
     @exclusivity(unchecked) private(set) var isClosed = false
+    /// The one timer for every stream's timeouts, and when it fires (``checkTimeouts()``).
+    @exclusivity(unchecked) private var timeoutTimer: TimerID?
+    @exclusivity(unchecked) private var timeoutTimerFires: ContinuousClock.Instant?
     /// The pool's idle timer, kept across streams (see ``IdleTimer``).
     private lazy var poolIdleTimer = IdleTimer(loop: loop) { [weak self] in
         guard let self else { return }
@@ -169,7 +171,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         streams[streamID] = Stream(exchange: exchange, metrics: metrics, body: source, lastActivity: .now)
         streamsByExchange[ObjectIdentifier(exchange)] = streamID
         if !session.canOpenStream { retireFromPool() }
-        armTimeout(streamID, request.idleTimeout, deadline: request.deadline)
+        armTimeout(request.idleTimeout, deadline: request.deadline)
         if pausedEarly { setReadingPaused(true, for: exchange) }
         requestFlushAtEndOfTurn()
     }
@@ -481,7 +483,6 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     private func dropStream(_ streamID: Int32) {
         guard let current = streams.removeValue(forKey: streamID) else { return }
         streamsByExchange[ObjectIdentifier(current.exchange)] = nil
-        if let timer = current.timer { loop.cancelTimer(timer) }
         // Bytes stashed for a paused stream were never credited: give them back to the
         // connection window, or a few abandoned paused streams would stall every other one.
         if !current.stash.isEmpty { session.consume(streamID: streamID, count: current.stash.count) }
@@ -497,6 +498,8 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     private func closeAndTellPool() {
         poolIdleTimer.cancel()
         pingTimer.cancel()
+        if let timeoutTimer { loop.cancelTimer(timeoutTimer) }
+        timeoutTimer = nil
         stream.close()
         pool?.connectionClosed(id)
         pool = nil
@@ -504,29 +507,54 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
 
     // MARK: Timers
 
-    private func armTimeout(_ streamID: Int32, _ timeout: Duration, deadline: ContinuousClock.Instant?) {
+    /// Makes sure the timeouts are checked by the first time a new stream may be due.
+    ///
+    /// Design note: one timer serves every stream, armed for the earliest time any of them
+    /// may time out; a stream that starts later than that, or ends, costs no timer work. A
+    /// timer of each stream's own cost a closure and a timer queue entry to arm, and a cancel
+    /// to end, for every request.
+    private func armTimeout(_ timeout: Duration, deadline: ContinuousClock.Instant?) {
         var first = ContinuousClock.now + timeout
         if let deadline { first = min(first, deadline) }
-        streams[streamID]?.timer = loop.scheduleTimer(at: first) { [weak self] in self?.timeoutFired(streamID, timeout) }
+        armTimeoutCheck(at: first)
     }
 
-    private func timeoutFired(_ streamID: Int32, _ timeout: Duration) {
-        // A stream that ended while paused is still paused: only its deadline can end it.
-        guard let current = streams[streamID] else { return }
+    private func armTimeoutCheck(at time: ContinuousClock.Instant) {
+        if timeoutTimer != nil, let fires = timeoutTimerFires, fires <= time { return }
+        if let timeoutTimer { loop.cancelTimer(timeoutTimer) }
+        timeoutTimer = loop.scheduleTimer(at: time) { [weak self] in self?.checkTimeouts() }
+        timeoutTimerFires = time
+    }
+
+    /// Times out the streams silent for their request's timeout (a paused stream is never
+    /// silent: only its deadline ends it) or past their deadline, and arms the timer for the
+    /// earliest time one of the others may be due.
+    private func checkTimeouts() {
+        timeoutTimer = nil
+        timeoutTimerFires = nil
         let now = ContinuousClock.now
-        let deadline = current.exchange.request.deadline
-        if let deadline, now >= deadline {
+        var expired: [Int32] = []
+        var next: ContinuousClock.Instant?
+        for (streamID, current) in streams {
+            let timeout = current.exchange.request.idleTimeout
+            let deadline = current.exchange.request.deadline
+            if let deadline, now >= deadline {
+                expired.append(streamID)
+                continue
+            }
+            let silent = now - current.lastActivity
+            guard current.paused || silent < timeout else {
+                expired.append(streamID)
+                continue
+            }
+            var due = now + (current.paused ? timeout : timeout - silent)
+            if let deadline { due = min(due, deadline) }
+            next = min(next ?? due, due)
+        }
+        for streamID in expired.sorted() where streams[streamID] != nil {
             expire(streamID)
-            return
         }
-        let silent = now - current.lastActivity
-        if current.paused || silent < timeout {
-            var next = now + (current.paused ? timeout : timeout - silent)
-            if let deadline { next = min(next, deadline) }
-            streams[streamID]?.timer = loop.scheduleTimer(at: next) { [weak self] in self?.timeoutFired(streamID, timeout) }
-            return
-        }
-        expire(streamID)
+        if let next, !isClosed { armTimeoutCheck(at: next) }
     }
 
     private func expire(_ streamID: Int32) {

@@ -309,6 +309,62 @@ struct FaultSuiteHTTP2Tests {
 
     // MARK: One endless stream among others
 
+    /// Loads `path` and returns its error and how long after the call it came.
+    func timedFailure(_ session: URLSession, _ path: String) async -> (error: URLError?, took: Duration) {
+        let start = ContinuousClock.now
+        return await withCheckedContinuation { continuation in
+            session.dataTask(with: server.url(path)) { _, _, error in
+                continuation.resume(returning: (error as? URLError, ContinuousClock.now - start))
+            }.resume()
+        }
+    }
+
+    @Test("silent streams time out on their own clocks; a busy stream beside them does not")
+    func silentStreamsTimeOut() async throws {
+        let configuration = URLSessionConfiguration.uncached
+        configuration.http2PriorKnowledge = true
+        configuration.timeoutIntervalForRequest = 1
+        let session = URLSession(configuration: configuration)
+        let tag = makeTag()
+        // A chunk every 100 ms: never silent for a second, so never timed out.
+        let busy = Task { try await session.data(from: server.url("/never-ends?t=\(tag)")) }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while server.requests(pathContaining: "/never-ends?t=\(tag)").isEmpty, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        // Two silent streams on the same connection, the second started later: each fails as
+        // timed out, and neither before a second of its own silence.
+        async let first = timedFailure(session, "/silent?t=\(tag)-1")
+        try await Task.sleep(for: .milliseconds(600))
+        async let second = timedFailure(session, "/silent?t=\(tag)-2")
+        for (name, outcome) in await [("first", first), ("second", second)] {
+            #expect(outcome.error?.code == .timedOut, "\(name): \(String(describing: outcome.error))")
+            #expect(outcome.took >= .seconds(1), "\(name) timed out after \(outcome.took)")
+            #expect(outcome.took < Self.hangLimit, "\(name) took \(outcome.took)")
+        }
+        let connectionsUsed = Set(server.requests(pathContaining: tag).map(\.connection))
+        #expect(connectionsUsed.count == 1, "one connection carries all three streams: \(connectionsUsed)")
+        // The busy stream outlived both: cancelled now, it fails as cancelled, not timed out.
+        busy.cancel()
+        await expectURLError(.cancelled) { _ = try await busy.value }
+        try await expectUsable(session, after: Array(connectionsUsed), tag: tag)
+    }
+
+    @Test("timeoutIntervalForResource ends a stream that is never silent")
+    func resourceTimeoutEndsBusyStream() async throws {
+        let configuration = URLSessionConfiguration.uncached
+        configuration.http2PriorKnowledge = true
+        configuration.timeoutIntervalForRequest = 30
+        configuration.timeoutIntervalForResource = 1.5
+        let session = URLSession(configuration: configuration)
+        let tag = makeTag()
+        let outcome = await timedFailure(session, "/never-ends?t=\(tag)")
+        #expect(outcome.error?.code == .timedOut, "\(String(describing: outcome.error))")
+        #expect(outcome.took >= .seconds(1.5), "timed out after \(outcome.took)")
+        #expect(outcome.took < Self.hangLimit, "took \(outcome.took)")
+        try await expectUsable(session, after: connections(for: "/never-ends?t=\(tag)"), tag: tag)
+    }
+
     @Test("a response that never ends holds only its own stream: /ok beside it completes, cancelling it is .cancelled")
     func neverEnds() async throws {
         let session = makeSession()

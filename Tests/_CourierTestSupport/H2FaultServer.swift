@@ -29,6 +29,8 @@ import Glibc
 /// - `/data-after-end`: the `/ok` answer, then two more DATA frames on the same stream.
 /// - `/never-ends`: HEADERS 200, then a DATA chunk (`tick <n>\n`) every 100 ms, never END_STREAM,
 ///   until the client resets the stream or closes (or 300 s pass).
+/// - `/silent`: HEADERS 200 without END_STREAM, then nothing on the stream until the client
+///   resets it or closes (or 300 s pass).
 /// - anything else: 404.
 ///
 /// Every response head carries `x-connection: <n>`, the connection's number (from 1, in accept
@@ -555,8 +557,16 @@ public final class H2FaultServer: Sendable {
             time.sleep(0.1)
         conn.log("stream %d: /never-ends stopped after %d chunks" % (stream_id, tick))
 
+    def silent(conn, stream_id):
+        conn.send(split_header_block(stream_id, response_head(conn, 200, literal(b"content-type", b"text/plain")), False))
+        deadline = time.monotonic() + SAFETY_LIMIT
+        while conn.stream_open(stream_id) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        conn.log("stream %d: /silent ended" % stream_id)
+
     ROUTES = {
         "/ok": ok,
+        "/silent": silent,
         "/goaway-storm": goaway_storm,
         "/goaway-storm-refuse": goaway_storm_refuse,
         "/rst-flood": rst_flood,
