@@ -301,18 +301,19 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     // MARK: HTTP2SessionDelegate
 
     func http2Stream(_ streamID: Int32, didReceiveHead head: HTTPResponseHead) {
-        guard streams[streamID] != nil else { return }
-        streams[streamID]!.receivedResponseBytes = true
-        streams[streamID]!.lastActivity = .now
-        streams[streamID]!.metrics.responseStart = .now
-        let exchange = streams[streamID]!.exchange
+        // One lookup: the stream is a class, changed where the dictionary holds it.
+        guard let current = streams[streamID] else { return }
+        current.receivedResponseBytes = true
+        current.lastActivity = .now
+        current.metrics.responseStart = .now
+        let exchange = current.exchange
         exchange.delegate.exchange(exchange, didReceiveHead: head)
     }
 
     func http2Stream(_ streamID: Int32, didReceiveInformationalHead head: HTTPResponseHead) {
-        guard let exchange = streams[streamID]?.exchange else { return }
-        streams[streamID]!.lastActivity = .now
-        exchange.delegate.exchange(exchange, didReceiveInformationalHead: head)
+        guard let current = streams[streamID] else { return }
+        current.lastActivity = .now
+        current.exchange.delegate.exchange(current.exchange, didReceiveInformationalHead: head)
     }
 
     func http2Stream(_ streamID: Int32, didReceiveData bytes: UnsafeRawBufferPointer) {
@@ -340,7 +341,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         case nil:
             if current.paused || !current.stash.isEmpty {
                 // Deliver what is stashed first; completion follows when reading resumes.
-                streams[streamID]!.endedWhilePaused = true
+                current.endedWhilePaused = true
                 return
             }
             finishStream(streamID, .success(current.trailers))
@@ -451,10 +452,9 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     }
 
     private func bodySent(_ streamID: Int32, _ count: Int) {
-        guard count > 0, streams[streamID] != nil else { return }
-        streams[streamID]!.bodyBytesSent += Int64(count)
-        streams[streamID]!.lastActivity = .now
-        let current = streams[streamID]!
+        guard count > 0, let current = streams[streamID] else { return }
+        current.bodyBytesSent += Int64(count)
+        current.lastActivity = .now
         current.exchange.delegate.exchange(current.exchange, didSendBodyBytes: current.bodyBytesSent)
     }
 
