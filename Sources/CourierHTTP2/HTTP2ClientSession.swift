@@ -449,12 +449,18 @@ public final class HTTP2ClientSession {
 
     /// Appends `name` in canonical case, "content-type" → "Content-Type": HTTP/2 names are
     /// lower case on the wire, but responses should look the same to users whatever the
-    /// protocol. Byte by byte: field names are tokens (ASCII), and this runs for every field.
-    static func appendCanonicalName(_ name: some Sequence<UInt8>, to bytes: inout [UInt8]) {
-        var upper = true
-        for byte in name {
-            bytes.append(upper && byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") ? byte - 32 : byte)
-            upper = byte == UInt8(ascii: "-")
+    /// protocol. Field names are tokens (ASCII). This runs for every field: the name is copied
+    /// in one go and its letters raised in place, not appended a byte at a time.
+    static func appendCanonicalName(_ name: some Collection<UInt8>, to bytes: inout [UInt8]) {
+        let start = bytes.count
+        bytes.append(contentsOf: name)
+        bytes.withUnsafeMutableBufferPointer { out in
+            var upper = true
+            for index in start..<out.count {
+                let byte = out[index]
+                if upper && byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") { out[index] = byte - 32 }
+                upper = byte == UInt8(ascii: "-")
+            }
         }
     }
 }

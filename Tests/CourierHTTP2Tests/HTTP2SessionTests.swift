@@ -348,4 +348,12 @@ struct HTTP2CanonicalNameTests {
         HTTP2ClientSession.appendCanonicalName(wire.utf8, to: &bytes)
         #expect(String(decoding: bytes, as: UTF8.self) == shown)
     }
+
+    @Test("appending leaves the bytes before the name as they are")
+    func appendsAfterEarlierBytes() {
+        var bytes = Array("etag-x: v".utf8)
+        HTTP2ClientSession.appendCanonicalName("content-type".utf8, to: &bytes)
+        HTTP2ClientSession.appendCanonicalName(Array("x-b".utf8), to: &bytes)
+        #expect(String(decoding: bytes, as: UTF8.self) == "etag-x: vContent-TypeX-B")
+    }
 }
