@@ -124,10 +124,10 @@ enum RequestBuilder {
     }
 
     /// True when the default field `name` goes into `fields`: neither the caller nor the
-    /// configuration set it (`noneSet`: they set no field at all, so the lookup is skipped), and the configuration does
-    /// not omit it.
-    private static func defaultAdded(_ name: String, to fields: HTTPFields, _ noneSet: Bool, omitted: Set<String>) -> Bool {
-        (noneSet || !fields.contains(name)) && (omitted.isEmpty || !omitted.contains { $0.caseInsensitiveCompare(name) == .orderedSame })
+    /// configuration set it (`nothingYet`: no field is set at all, so the lookup is skipped),
+    /// and the configuration does not omit it.
+    private static func defaultAdded(_ name: String, to fields: HTTPFields, _ nothingYet: Bool, omitted: Set<String>) -> Bool {
+        (nothingYet || !fields.contains(name)) && (omitted.isEmpty || !omitted.contains { $0.caseInsensitiveCompare(name) == .orderedSame })
     }
 
     /// The origin of an http(s) URL; other schemes are unsupported, a URL without host is bad.

@@ -190,7 +190,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
         }
         let actions = assignWaiters(toHTTP2: id, includingRetries: false)
         // No stream left means no waiter was given one: the actions so far are none.
-        if case .http2(0, _, _) = connections[id] { return actions.isEmpty ? becameIdle(id) : actions + becameIdle(id) }
+        if case .http2(0, _, _) = connections[id] { return becameIdle(id) }
         return actions
     }
 
