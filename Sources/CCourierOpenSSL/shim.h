@@ -12,6 +12,8 @@
 #include <openssl/evp.h>
 #include <openssl/bio.h>
 #include <openssl/tls1.h>
+#include <stdlib.h>
+#include <string.h>
 
 static inline int courier_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version) {
     return (int)SSL_CTX_set_min_proto_version(ctx, version);
@@ -61,6 +63,105 @@ static inline void courier_OPENSSL_free(void *pointer) { OPENSSL_free(pointer); 
 /// An ex_data index for SSL objects, to find the Swift engine from inside a callback.
 static inline int courier_SSL_get_ex_new_index(void) {
     return SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+}
+
+/* The engine's input BIO: received ciphertext kept in a plain growing buffer until OpenSSL
+ * reads it. OpenSSL's memory BIO zeroes the space for every write before copying into it
+ * (BUF_MEM_grow_clean): a second pass over every byte received. Reads past the bytes say
+ * "retry" until courier_input_end, then report the end, as a memory BIO whose EOF return is
+ * -1 does. Used from the engine's thread only. */
+typedef struct {
+    unsigned char *bytes;
+    size_t start;    /* the first unread byte */
+    size_t end;      /* one past the last byte */
+    size_t capacity;
+    int ended;       /* the network connection ended */
+} courier_input_state;
+
+static inline int courier_input_create(BIO *bio) {
+    courier_input_state *state = (courier_input_state *)calloc(1, sizeof(courier_input_state));
+    if (state == NULL) return 0;
+    BIO_set_data(bio, state);
+    BIO_set_init(bio, 1);
+    return 1;
+}
+
+static inline int courier_input_destroy(BIO *bio) {
+    courier_input_state *state = (courier_input_state *)BIO_get_data(bio);
+    if (state != NULL) {
+        free(state->bytes);
+        free(state);
+    }
+    BIO_set_data(bio, NULL);
+    return 1;
+}
+
+static inline int courier_input_read(BIO *bio, char *out, int length) {
+    courier_input_state *state = (courier_input_state *)BIO_get_data(bio);
+    BIO_clear_retry_flags(bio);
+    size_t available = state->end - state->start;
+    if (available == 0) {
+        if (state->ended) return 0;
+        BIO_set_retry_read(bio);
+        return -1;
+    }
+    size_t count = length < 0 ? 0 : (size_t)length;
+    if (count > available) count = available;
+    memcpy(out, state->bytes + state->start, count);
+    state->start += count;
+    if (state->start == state->end) state->start = state->end = 0;
+    return (int)count;
+}
+
+static inline long courier_input_ctrl(BIO *bio, int command, long number, void *pointer) {
+    (void)number;
+    (void)pointer;
+    courier_input_state *state = (courier_input_state *)BIO_get_data(bio);
+    switch (command) {
+    case BIO_CTRL_PENDING: return (long)(state->end - state->start);
+    case BIO_CTRL_EOF: return state->ended && state->start == state->end;
+    case BIO_CTRL_FLUSH: return 1;
+    default: return 0;
+    }
+}
+
+/* A new method for input BIOs; NULL when OpenSSL could not make one. Made once, by the
+ * engine (a Swift global). */
+static inline BIO_METHOD *courier_input_new_method(void) {
+    BIO_METHOD *method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "courier input");
+    if (method == NULL) return NULL;
+    BIO_meth_set_create(method, courier_input_create);
+    BIO_meth_set_destroy(method, courier_input_destroy);
+    BIO_meth_set_read(method, courier_input_read);
+    BIO_meth_set_ctrl(method, courier_input_ctrl);
+    return method;
+}
+
+/* Adds received bytes after those not yet read; 0 when memory ran out (nothing is added). */
+static inline int courier_input_append(BIO *bio, const void *bytes, size_t length) {
+    courier_input_state *state = (courier_input_state *)BIO_get_data(bio);
+    if (state->capacity - state->end < length && state->start > 0) {
+        memmove(state->bytes, state->bytes + state->start, state->end - state->start);
+        state->end -= state->start;
+        state->start = 0;
+    }
+    if (state->capacity - state->end < length) {
+        size_t wanted = state->end + length;
+        size_t capacity = state->capacity > 0 ? state->capacity : 16384;
+        while (capacity < wanted) capacity *= 2;
+        unsigned char *grown = (unsigned char *)realloc(state->bytes, capacity);
+        if (grown == NULL) return 0;
+        state->bytes = grown;
+        state->capacity = capacity;
+    }
+    memcpy(state->bytes + state->end, bytes, length);
+    state->end += length;
+    return 1;
+}
+
+/* The network connection ended: reads past the bytes now report the end. */
+static inline void courier_input_end(BIO *bio) {
+    ((courier_input_state *)BIO_get_data(bio))->ended = 1;
 }
 
 #endif

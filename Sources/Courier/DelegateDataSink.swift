@@ -36,10 +36,13 @@ final class DelegateDataSink: TaskSink {
         /// the task is becoming).
         var data = Data()
         /// Reads waiting for the next delivery, which makes one `didReceive data` call for each.
-        /// Each read is its own `Data` (``ReadCopies``), copied before the lock is taken and
-        /// added here whole, so the delegate queue, which takes them under this lock, never
-        /// waits for a copy.
+        /// A large read is its own `Data` (``ReadCopies``), taken or copied before the lock is
+        /// taken and added here whole, so the delegate queue, which takes them under this lock,
+        /// never waits for a large copy; small ones are joined in ``filling``.
         var reads: [Data] = []
+        /// Small reads since the last `Data` joined ``reads``, copied into one buffer: they join
+        /// as one `Data` when the delivery takes the reads or before the next large read.
+        var filling: ReadCopies.Filling?
         /// Bytes handed to the delegate queue and not yet delivered.
         var queuedBytes = 0
         var batch = Batch()
@@ -52,9 +55,17 @@ final class DelegateDataSink: TaskSink {
         /// Delegate calls whose order matters (data, parts, the completion), in that order,
         /// for the drain that runs them on the delegate queue (``send(_:driver:)``).
         var outbox = SerialCalls()
+
+        /// Puts the filling's bytes, if any, at the end of ``reads``.
+        mutating func sealFilling() {
+            guard let filling else { return }
+            self.filling = nil
+            reads.append(filling.seal())
+        }
     }
 
     private let pending = Mutex(Pending())
+    private let copies = ReadCopies.shared
 
     var backlog: Int {
         let (queued, file) = pending.withLock { pending -> (Int, FileSink?) in
@@ -121,9 +132,14 @@ final class DelegateDataSink: TaskSink {
         case .parts(let receiver):
             return receiveParts(bytes, receiver, driver: driver)
         case .deliver(let receiver):
-            // A delivering task stays delivering. The read is copied outside the lock (see
-            // Pending.reads), then joins those not yet delivered.
-            deliver(ReadCopies.shared.data(copying: bytes), receiver, from: exchange, driver: driver)
+            // A delivering task stays delivering. A large read becomes a `Data` outside the
+            // lock (see Pending.reads), then joins those not yet delivered; a small one is
+            // copied in with the small ones before it (Pending.filling).
+            if bytes.count < copies.smallest {
+                deliver(small: bytes, receiver, from: exchange, driver: driver)
+            } else {
+                deliver(copies.data(taking: bytes, from: exchange), receiver, from: exchange, driver: driver)
+            }
             return nil
         }
     }
@@ -133,11 +149,35 @@ final class DelegateDataSink: TaskSink {
     /// HTTP/2 read carries several DATA frames).
     private func deliver(_ read: Data, _ receiver: Receiver, from exchange: HTTPExchange?, driver: TaskDriver) {
         let (startBatch, crossedHigh) = pending.withLock { pending -> (Bool, Bool) in
+            pending.sealFilling()
             pending.reads.append(read)
             let before = pending.queuedBytes
             pending.queuedBytes += read.count
             return (pending.batch.open(), BacklogLimits.delivery.crossedHigh(from: before, to: pending.queuedBytes))
         }
+        batchGrew(startBatch: startBatch, crossedHigh: crossedHigh, receiver, from: exchange, driver: driver)
+    }
+
+    /// ``deliver(_:_:from:driver:)`` for a read under a quarter of a buffer: copied into the
+    /// filling, a new one when it is full.
+    private func deliver(small bytes: UnsafeRawBufferPointer, _ receiver: Receiver, from exchange: HTTPExchange?, driver: TaskDriver) {
+        let (startBatch, crossedHigh) = pending.withLock { [copies] pending -> (Bool, Bool) in
+            if pending.filling?.append(bytes) != true {
+                pending.sealFilling()
+                let filling = copies.filling()
+                _ = filling.append(bytes)
+                pending.filling = filling
+            }
+            let before = pending.queuedBytes
+            pending.queuedBytes += bytes.count
+            return (pending.batch.open(), BacklogLimits.delivery.crossedHigh(from: before, to: pending.queuedBytes))
+        }
+        batchGrew(startBatch: startBatch, crossedHigh: crossedHigh, receiver, from: exchange, driver: driver)
+    }
+
+    /// After a read joined the batch: reading pauses when the backlog crossed its high mark,
+    /// and the delivery of a batch the read opened is queued.
+    private func batchGrew(startBatch: Bool, crossedHigh: Bool, _ receiver: Receiver, from exchange: HTTPExchange?, driver: TaskDriver) {
         // The backlog matters to reading only when it crosses a watermark.
         if crossedHigh { driver.updateReading() }
         guard startBatch else { return }
@@ -160,6 +200,7 @@ final class DelegateDataSink: TaskSink {
             guard pending.batch.markQueued() else { return false }
             return pending.outbox.post { [self] in
                 let reads = self.pending.withLock { pending -> [Data] in
+                    pending.sealFilling()
                     pending.batch.close()
                     defer { pending.reads = [] }
                     return pending.reads

@@ -17,6 +17,10 @@ public final class TLSSession: @unchecked Sendable {
     }
 }
 
+/// The method of every engine's input BIO (see `courier_input_*` in the OpenSSL shim), made
+/// on first use (thread-safely, as every Swift global). OpenSSL only reads it.
+nonisolated(unsafe) private let inputMethod: OpaquePointer? = courier_input_new_method()
+
 /// One TLS connection as a sans-IO engine over OpenSSL memory BIOs: ciphertext from the network
 /// is fed in, plaintext is read out; plaintext is written in, ciphertext is drained out for the
 /// network. It never touches a file descriptor and never reads the clock: the verification
@@ -82,11 +86,23 @@ public final class TLSEngine {
     /// resumes an earlier session with the same server; `applicationProtocols`, when given,
     /// replaces the context's ALPN list for this connection (a client that needs HTTP/1.1).
     public init(context: TLSContext, role: Role, verificationTime: Int64, session: TLSSession? = nil, applicationProtocols: [String]? = nil) throws(TLSError) {
-        guard let ssl = SSL_new(context.context), let readBIO = BIO_new(BIO_s_mem()), let writeBIO = BIO_new(BIO_s_mem()) else {
+        // The input BIO is Courier's own (courier_input_*): OpenSSL's memory BIO would zero
+        // the space for every byte received before copying it in. An empty input means "wait
+        // for more", not end of stream, until feedEndOfInput().
+        guard let ssl = SSL_new(context.context) else {
             throw .invalidConfiguration("cannot create a TLS connection: \(OpenSSLErrors.drain().text)")
         }
-        // An empty input BIO means "wait for more", not end of stream, until feedEndOfInput().
-        _ = courier_BIO_set_mem_eof_return(readBIO, -1)
+        guard let inputMethod, let readBIO = BIO_new(inputMethod) else {
+            let text = OpenSSLErrors.drain().text
+            SSL_free(ssl)
+            throw .invalidConfiguration("cannot create a TLS connection's input buffer: \(text)")
+        }
+        guard let writeBIO = BIO_new(BIO_s_mem()) else {
+            let text = OpenSSLErrors.drain().text
+            BIO_free(readBIO)
+            SSL_free(ssl)
+            throw .invalidConfiguration("cannot create a TLS connection's output buffer: \(text)")
+        }
         SSL_set_bio(ssl, readBIO, writeBIO)
         self.ssl = ssl
         self.readBIO = readBIO
@@ -131,15 +147,16 @@ public final class TLSEngine {
 
     // MARK: Bytes in and out
 
-    /// Hands ciphertext from the network to the engine.
+    /// Hands ciphertext from the network to the engine. Should memory run out, the bytes are
+    /// dropped, and the connection fails as a stream with bytes missing does.
     public func feed(_ ciphertext: UnsafeRawBufferPointer) {
-        guard ciphertext.count > 0 else { return }
-        _ = BIO_write(readBIO, ciphertext.baseAddress, Int32(ciphertext.count))
+        guard ciphertext.count > 0, let bytes = ciphertext.baseAddress else { return }
+        _ = courier_input_append(readBIO, bytes, ciphertext.count)
     }
 
     /// Tells the engine the network connection ended: reads then report the close.
     public func feedEndOfInput() {
-        _ = courier_BIO_set_mem_eof_return(readBIO, 0)
+        courier_input_end(readBIO)
     }
 
     /// True when ciphertext waits to be sent.

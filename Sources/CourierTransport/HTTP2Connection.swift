@@ -592,4 +592,9 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
 extension HTTP2Connection {
     /// A stream of a multiplexed connection cannot become the whole connection.
     func detach(_ exchange: HTTPExchange) -> UpgradedConnection? { nil }
+
+    /// A stream's DATA lies among other frames in the receive buffer: nobody takes it.
+    func takeReceiveBuffer(
+        holding bytes: UnsafeRawBufferPointer, for exchange: HTTPExchange, replacement: () -> UnsafeMutableRawPointer
+    ) -> UnsafeMutableRawPointer? { nil }
 }

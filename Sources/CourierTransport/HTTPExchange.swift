@@ -161,6 +161,21 @@ public final class HTTPExchange: Sendable {
         }
     }
 
+    /// Takes the receive buffer of the exchange's event loop, which holds `bytes`, and puts
+    /// `replacement()` (``EventLoop/readBufferSize`` bytes from
+    /// `UnsafeMutableRawPointer.allocate`) in its place; the caller owns what it gets.
+    ///
+    /// Only from inside ``HTTPExchangeDelegate/exchange(_:didReceiveBodyBytes:)``, for the
+    /// bytes it was handed, and only on HTTP/1 when they end the read being parsed, so nothing
+    /// after them is still to be looked at; nil otherwise, with nothing changed. A large body
+    /// read this way reaches its reader with no copy.
+    public func takeReceiveBuffer(
+        holding bytes: UnsafeRawBufferPointer, replacement: () -> UnsafeMutableRawPointer
+    ) -> UnsafeMutableRawPointer? {
+        guard case .executing(let handle) = state.withLock({ $0.phase }) else { return nil }
+        return handle.connection.takeReceiveBuffer(holding: bytes, for: self, replacement: replacement)
+    }
+
     /// Fails the exchange unless it already finished.
     func fail(_ error: TransportError, metrics: ExchangeMetrics = ExchangeMetrics()) {
         guard markFinished() else { return }

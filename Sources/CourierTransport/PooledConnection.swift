@@ -20,6 +20,10 @@ protocol PooledConnection: AnyObject {
     /// whose body has been delivered: nil when that cannot be (HTTP/2 multiplexes, or the
     /// exchange is not where that holds).
     func detach(_ exchange: HTTPExchange) -> UpgradedConnection?
+    /// See ``HTTPExchange/takeReceiveBuffer(holding:replacement:)``.
+    func takeReceiveBuffer(
+        holding bytes: UnsafeRawBufferPointer, for exchange: HTTPExchange, replacement: () -> UnsafeMutableRawPointer
+    ) -> UnsafeMutableRawPointer?
 }
 
 extension HTTP1Connection: PooledConnection {}

@@ -29,6 +29,9 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
     @exclusivity(unchecked) private var handshakeTimer: TimerID?
     @exclusivity(unchecked) private var outgoing = ByteBuffer()
     @exclusivity(unchecked) private var readingPaused = false
+    /// The end of the plaintext or a failure, found by ``readPlaintext()`` behind bytes whose
+    /// reader then paused: dealt with when it reads again.
+    @exclusivity(unchecked) private var heldOutcome: TLSEngine.ReadOutcome?
     @exclusivity(unchecked) private var sawEOF = false
     /// close_notify was sent (``finishWriting()``): nothing more is written.
     @exclusivity(unchecked) private var writeFinished = false
@@ -274,14 +277,41 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
     }
 
     /// Delivers decrypted bytes until the engine needs more input or reading pauses.
+    ///
+    /// The records in hand are decrypted one after the other into the receive buffer and
+    /// delivered as one read: a big body's 16 KiB records make one parse and one delivery for
+    /// as many as have arrived, not one each. How decrypting stopped is dealt with after the
+    /// bytes before it; an end or a failure waits in ``heldOutcome`` while the reader pauses.
     private func readPlaintext() {
         while phase == .established && !readingPaused {
-            let outcome = engine.read(into: loop.readBuffer)
-            switch outcome {
-            case .bytes(let count):
+            let buffer = loop.readBuffer
+            var filled = 0
+            var outcome: TLSEngine.ReadOutcome
+            if let held = heldOutcome {
+                heldOutcome = nil
+                outcome = held
+            } else {
+                repeat {
+                    outcome = engine.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
+                    guard case .bytes(let count) = outcome else { break }
+                    filled += count
+                } while filled < buffer.count
+            }
+            if filled > 0 {
                 // TLS 1.3 tickets arrive after the handshake, ahead of the first response bytes.
                 keepNewSession()
-                delegate?.streamDidRead(UnsafeRawBufferPointer(rebasing: loop.readBuffer[0..<count]))
+                delegate?.streamDidRead(UnsafeRawBufferPointer(rebasing: buffer[0..<filled]))
+                guard phase == .established && !readingPaused else {
+                    switch outcome {
+                    case .closed, .failed: heldOutcome = outcome
+                    case .bytes, .needsMoreInput: break
+                    }
+                    return
+                }
+            }
+            switch outcome {
+            case .bytes:
+                continue
             case .needsMoreInput:
                 flushOutgoing()
                 keepNewSession()

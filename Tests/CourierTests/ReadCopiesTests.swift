@@ -63,4 +63,57 @@ struct ReadCopiesTests {
         #expect(Array(next) == bytes(60_000, seed: 6))
         #expect(Array(data.prefix(50_000)) == bytes(50_000, seed: 4), "the changed Data kept its bytes")
     }
+
+    @Test("small reads filled into one buffer come out as one Data, in order; the buffer goes back when it is let go")
+    func fillingJoinsReads() {
+        let pool = ReadCopies(bufferSize: 65_536, maxSpares: 2)
+        let filling = pool.filling()
+        let pieces = (0..<5).map { seed in bytes(5_000, seed: UInt8(seed)) }
+        for piece in pieces { #expect(piece.withUnsafeBytes { filling.append($0) }) }
+        var joined: Data? = filling.seal()
+        #expect(Array(joined!) == pieces.flatMap { $0 })
+        #expect(pool.spareCount == 0, "the Data holds the buffer")
+        joined = nil
+        #expect(joined == nil && pool.spareCount == 1)
+    }
+
+    @Test("a filling refuses what does not fit, copying none of it")
+    func fillingRefusesOverflow() {
+        let pool = ReadCopies(bufferSize: 65_536, maxSpares: 2)
+        let filling = pool.filling()
+        #expect(bytes(60_000, seed: 1).withUnsafeBytes { filling.append($0) })
+        #expect(!bytes(5_537, seed: 2).withUnsafeBytes { filling.append($0) })
+        #expect(bytes(5_536, seed: 3).withUnsafeBytes { filling.append($0) })
+        #expect(filling.count == 65_536)
+        #expect(Array(filling.seal()) == bytes(60_000, seed: 1) + bytes(5_536, seed: 3))
+    }
+
+    @Test("a filling under a quarter of the buffer is sealed into a Data of its own size, and the buffer goes back at once")
+    func smallFillingIsCopied() {
+        let pool = ReadCopies(bufferSize: 65_536, maxSpares: 2)
+        let filling = pool.filling()
+        #expect(bytes(16_383, seed: 4).withUnsafeBytes { filling.append($0) })
+        let data = filling.seal()
+        #expect(pool.spareCount == 1, "the buffer went back though the Data lives")
+        #expect(Array(data) == bytes(16_383, seed: 4))
+    }
+
+    @Test("a filling dropped without being sealed gives its buffer back")
+    func droppedFillingGivesBack() {
+        let pool = ReadCopies(bufferSize: 65_536, maxSpares: 2)
+        var filling: ReadCopies.Filling? = pool.filling()
+        #expect(bytes(100, seed: 5).withUnsafeBytes { filling!.append($0) })
+        #expect(pool.spareCount == 0)
+        filling = nil
+        #expect(filling == nil && pool.spareCount == 1)
+    }
+
+    @Test("a read taken without an exchange, or from a pool not sized like the loop's buffer, is copied")
+    func takingFallsBackToCopying() {
+        let pool = ReadCopies(bufferSize: 65_536, maxSpares: 2)
+        let source = bytes(40_000, seed: 6)
+        let data = source.withUnsafeBytes { pool.data(taking: $0, from: nil) }
+        #expect(Array(data) == source)
+        #expect(data.withUnsafeBytes { $0.baseAddress } != source.withUnsafeBytes { $0.baseAddress })
+    }
 }

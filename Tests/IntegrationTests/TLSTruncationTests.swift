@@ -1,5 +1,6 @@
 import CourierCore
 import CourierTLS
+import CourierTransport
 import Courier
 import Foundation
 import CourierSync
@@ -16,17 +17,20 @@ struct TLSTruncationTests {
     }
 
     /// Runs a TLS handshake on `connection`, reads a request and writes `response` (after
-    /// `delay`), each of `records` as a record of its own in the same write; then sends
-    /// close_notify or not.
-    static func serve(_ connection: ScriptedConnection, response: String, records: [String] = [], delay: TimeInterval = 0, closeNotify: Bool) throws {
+    /// `delay`), each of `records` as a record of its own in the same write, with `garbage`
+    /// after them; then sends close_notify or not (`together`: in that same write).
+    static func serve(
+        _ connection: ScriptedConnection, response: String, records: [String] = [], delay: TimeInterval = 0,
+        garbage: [UInt8] = [], closeNotify: Bool, together: Bool = false
+    ) throws {
         let pki = try TestCertificates.make()
         let identity = try TLSIdentity.pem(certificateChain: pki.bytes("server.pem"), privateKey: pki.bytes("server.key"))
         let context = try TLSContext(role: .server(identity: identity), configuration: TLSContext.Configuration())
         let engine = try TLSEngine(context: context, role: .server, verificationTime: Int64(Date().timeIntervalSince1970))
-        func flush() {
+        func flush(then garbage: [UInt8] = []) {
             var out = ByteBuffer()
             engine.drainOutput(into: &out)
-            connection.write(out.readableBytesArray())
+            connection.write(out.readableBytesArray() + garbage)
         }
         while true {
             let status = engine.handshake()
@@ -53,8 +57,9 @@ struct TLSTruncationTests {
         for record in [response] + records {
             try Array(record.utf8).withUnsafeBytes { try engine.write($0) }
         }
-        flush()
-        if closeNotify {
+        if closeNotify && together { engine.close() }
+        flush(then: garbage)
+        if closeNotify && !together {
             engine.close()
             flush()
         }
@@ -133,6 +138,69 @@ struct TLSTruncationTests {
         let (second, _) = try await session.data(from: URL(string: "https://127.0.0.1:\(server.port)/2")!)
         #expect(String(decoding: try await first.0, as: UTF8.self) == "ok")
         #expect(String(decoding: second, as: UTF8.self) == "fresh", "the forged record was never taken as a response")
+    }
+
+    /// Pauses the exchange's reading from inside the head's delivery, as a task waiting for
+    /// its delegate's disposition does.
+    final class PausingReader: HTTPExchangeDelegate, @unchecked Sendable {
+        struct Record {
+            var body: [UInt8] = []
+            var paused = false
+            var ended = false
+            var failure: TransportError?
+        }
+        let record = Mutex(Record())
+
+        func exchange(_ exchange: HTTPExchange, didSendBodyBytes totalBytesSent: Int64) {}
+        func exchange(_ exchange: HTTPExchange, didReceiveHead head: HTTPResponseHead) {
+            exchange.recordPauseWish(true)
+            exchange.applyPauseWish()
+            record.withLock { $0.paused = true }
+        }
+        func exchange(_ exchange: HTTPExchange, didReceiveBodyBytes bytes: UnsafeRawBufferPointer) {
+            record.withLock { $0.body += bytes }
+        }
+        func exchange(_ exchange: HTTPExchange, didCompleteWithTrailers trailers: HTTPFields?, metrics: ExchangeMetrics) {
+            record.withLock { $0.ended = true }
+        }
+        func exchange(_ exchange: HTTPExchange, didFailWith error: TransportError, metrics: ExchangeMetrics) {
+            record.withLock { $0.failure = error }
+        }
+    }
+
+    @Test("an end decrypted in the same read as bytes whose reader paused is kept until it reads again",
+          arguments: ["close_notify", "broken record"])
+    func endWhilePaused(_ end: String) async throws {
+        // A whole application-data record whose contents cannot be decrypted.
+        let broken: [UInt8] = [0x17, 0x03, 0x03, 0x00, 0x20] + Array(repeating: 0x5A, count: 32)
+        let server = try ScriptedServer { connection in
+            try? TLSTruncationTests.serve(
+                connection, response: "HTTP/1.0 200 OK\r\n\r\nfirst;", records: ["second"],
+                garbage: end == "close_notify" ? [] : broken, closeNotify: end == "close_notify", together: true
+            )
+            _ = connection.readToEOF(timeout: 5)
+        }
+        defer { server.stop() }
+        let transport = HTTPTransport()
+        let head = HTTPRequestHead(method: .get, target: "/", authority: "127.0.0.1:\(server.port)", scheme: "https", fields: HTTPFields())
+        let origin = Origin(scheme: .https, host: "127.0.0.1", port: UInt16(server.port))
+        let reader = PausingReader()
+        let exchange = transport.makeExchange(TransportRequest(origin: origin, head: head), delegate: reader)
+        transport.start(exchange)
+        #expect(await pollUntil { reader.record.withLock { $0.paused } })
+        try await Task.sleep(for: .milliseconds(300))
+        let waiting = reader.record.withLock { $0 }
+        #expect(waiting.body.isEmpty && !waiting.ended && waiting.failure == nil, "something was delivered while paused")
+        exchange.recordPauseWish(false)
+        exchange.applyPauseWish()
+        #expect(await pollUntil(timeout: .seconds(10)) { reader.record.withLock { $0.ended || $0.failure != nil } })
+        let record = reader.record.withLock { $0 }
+        #expect(String(decoding: record.body, as: UTF8.self) == "first;second")
+        if end == "close_notify" {
+            #expect(record.ended && record.failure == nil)
+        } else {
+            #expect(!record.ended && record.failure != nil)
+        }
     }
 
     @Test("a Content-Length body over TLS needs no close_notify")
