@@ -29,12 +29,27 @@ finish() {
     rmdir "$PWD/.test-run" 2>/dev/null || true
   else
     [ "$status" = 0 ] && status=1
+    name_failures
     echo "Logs and server files are kept in $run_dir"
   fi
   echo "$passed passed, $failed failed"
   exit "$status"
 }
 trap finish EXIT
+
+# What failed, gathered from every step's log at the end of a failed run, so that the last lines
+# of the output (all CI shows) name it: Swift Testing's failure lines and the issues they
+# recorded, the first 40 of them.
+name_failures() {
+  local lines
+  lines=$(cat "$run_dir"/*.log 2>/dev/null | sed 's/\x1b\[[0-9;]*m//g' \
+    | grep -E '^[^ ]+ Test .*( recorded an issue| failed after [0-9.]+ seconds?)' \
+    | grep -vE '^[^ ]+ Test run with ' | cut -c1-400 | head -40 || true)
+  if [ -n "$lines" ]; then
+    echo "Failures:"
+    echo "$lines"
+  fi
+}
 
 # Swift Testing's counts, colours removed. The total comes from the run's own closing line
 #   ✔ Test run with 521 tests in 42 suites passed after 14.8 seconds.

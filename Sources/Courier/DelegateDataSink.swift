@@ -38,11 +38,8 @@ final class DelegateDataSink: TaskSink {
         /// Reads waiting for the next delivery, which makes one `didReceive data` call for each.
         /// A large read is its own `Data` (``ReadCopies``), taken or copied before the lock is
         /// taken and added here whole, so the delegate queue, which takes them under this lock,
-        /// never waits for a large copy; small ones are joined in ``filling``.
-        var reads: [Data] = []
-        /// Small reads since the last `Data` joined ``reads``, copied into one buffer: they join
-        /// as one `Data` when the delivery takes the reads or before the next large read.
-        var filling: ReadCopies.Filling?
+        /// never waits for a large copy; small ones are joined.
+        var reads = WaitingReads()
         /// Bytes handed to the delegate queue and not yet delivered.
         var queuedBytes = 0
         var batch = Batch()
@@ -56,12 +53,37 @@ final class DelegateDataSink: TaskSink {
         /// for the drain that runs them on the delegate queue (``send(_:driver:)``).
         var outbox = SerialCalls()
 
-        /// Puts the filling's bytes, if any, at the end of ``reads``.
-        mutating func sealFilling() {
-            guard let filling else { return }
-            self.filling = nil
-            reads.append(filling.seal())
+        /// Adds a large read, or the bytes held for the disposition, after those waiting.
+        mutating func add(_ read: Data) -> (startBatch: Bool, crossedHigh: Bool) {
+            reads.add(read)
+            return added(read.count)
         }
+
+        /// Adds a read under ``ReadCopies/smallest`` after those waiting.
+        mutating func add(small read: SmallRead, copies: ReadCopies) -> (startBatch: Bool, crossedHigh: Bool) {
+            reads.add(small: read.bytes, copies: copies)
+            return added(read.bytes.count)
+        }
+
+        /// The reads waiting, for their delivery; the batch closes.
+        mutating func takeReads() -> [Data] {
+            batch.close()
+            return reads.take()
+        }
+
+        /// `count` more bytes wait for the delegate: whether a batch opened, and whether the
+        /// backlog crossed its high mark.
+        private mutating func added(_ count: Int) -> (startBatch: Bool, crossedHigh: Bool) {
+            let before = queuedBytes
+            queuedBytes += count
+            return (batch.open(), BacklogLimits.delivery.crossedHigh(from: before, to: queuedBytes))
+        }
+    }
+
+    /// A small read's bytes, for ``Pending/add(small:copies:)`` under the lock. They are copied
+    /// there and not kept, so they may cross into the lock's region.
+    private struct SmallRead: @unchecked Sendable {
+        let bytes: UnsafeRawBufferPointer
     }
 
     private let pending = Mutex(Pending())
@@ -134,7 +156,7 @@ final class DelegateDataSink: TaskSink {
         case .deliver(let receiver):
             // A delivering task stays delivering. A large read becomes a `Data` outside the
             // lock (see Pending.reads), then joins those not yet delivered; a small one is
-            // copied in with the small ones before it (Pending.filling).
+            // copied in with the small ones before it (WaitingReads).
             if bytes.count < copies.smallest {
                 deliver(small: bytes, receiver, from: exchange, driver: driver)
             } else {
@@ -148,30 +170,15 @@ final class DelegateDataSink: TaskSink {
     /// finished the current read: one hop to the delegate queue per batch, not per chunk (an
     /// HTTP/2 read carries several DATA frames).
     private func deliver(_ read: Data, _ receiver: Receiver, from exchange: HTTPExchange?, driver: TaskDriver) {
-        let (startBatch, crossedHigh) = pending.withLock { pending -> (Bool, Bool) in
-            pending.sealFilling()
-            pending.reads.append(read)
-            let before = pending.queuedBytes
-            pending.queuedBytes += read.count
-            return (pending.batch.open(), BacklogLimits.delivery.crossedHigh(from: before, to: pending.queuedBytes))
-        }
+        let (startBatch, crossedHigh) = pending.withLock { $0.add(read) }
         batchGrew(startBatch: startBatch, crossedHigh: crossedHigh, receiver, from: exchange, driver: driver)
     }
 
-    /// ``deliver(_:_:from:driver:)`` for a read under a quarter of a buffer: copied into the
-    /// filling, a new one when it is full.
+    /// ``deliver(_:_:from:driver:)`` for a read under a quarter of a buffer
+    /// (``Pending/add(small:copies:)``).
     private func deliver(small bytes: UnsafeRawBufferPointer, _ receiver: Receiver, from exchange: HTTPExchange?, driver: TaskDriver) {
-        let (startBatch, crossedHigh) = pending.withLock { [copies] pending -> (Bool, Bool) in
-            if pending.filling?.append(bytes) != true {
-                pending.sealFilling()
-                let filling = copies.filling()
-                _ = filling.append(bytes)
-                pending.filling = filling
-            }
-            let before = pending.queuedBytes
-            pending.queuedBytes += bytes.count
-            return (pending.batch.open(), BacklogLimits.delivery.crossedHigh(from: before, to: pending.queuedBytes))
-        }
+        let read = SmallRead(bytes: bytes)
+        let (startBatch, crossedHigh) = pending.withLock { [copies] in $0.add(small: read, copies: copies) }
         batchGrew(startBatch: startBatch, crossedHigh: crossedHigh, receiver, from: exchange, driver: driver)
     }
 
@@ -199,12 +206,7 @@ final class DelegateDataSink: TaskSink {
         let wake = pending.withLock { pending -> Bool in
             guard pending.batch.markQueued() else { return false }
             return pending.outbox.post { [self] in
-                let reads = self.pending.withLock { pending -> [Data] in
-                    pending.sealFilling()
-                    pending.batch.close()
-                    defer { pending.reads = [] }
-                    return pending.reads
-                }
+                let reads = self.pending.withLock { $0.takeReads() }
                 var count = 0
                 for data in reads {
                     delegate.urlSession(session, dataTask: dataTask, didReceive: data)
@@ -260,10 +262,8 @@ final class DelegateDataSink: TaskSink {
                 pending.phase = .delivering
                 var startBatch = false
                 if !pending.data.isEmpty {
-                    pending.queuedBytes += pending.data.count
-                    pending.reads.append(pending.data)
+                    startBatch = pending.add(pending.data).startBatch
                     pending.data = Data()
-                    startBatch = pending.batch.open()
                 }
                 defer { pending.deferredCompletion = nil }
                 return (pending.receiver, startBatch, pending.deferredCompletion)

@@ -135,3 +135,60 @@ final class ReadCopies: Sendable {
         if !kept { buffer.deallocate() }
     }
 }
+
+/// Reads waiting for a delegate, in order: each large one its own `Data`, small ones joined.
+///
+/// The first small read of a run is copied into a `Data` of its own size: a short body read
+/// alone costs one copy. A second small read moves it into a ``ReadCopies/Filling`` with
+/// itself, and later ones join that filling: a 1 GiB HTTP/2 download's 8 KiB DATA frames reach
+/// the delegate as one `Data` per delivery, not one each.
+struct WaitingReads {
+    private var reads: [Data] = []
+    /// Small reads since the last large one, copied into one buffer; sealed into ``reads``
+    /// before the next large read and when the reads are taken.
+    private var filling: ReadCopies.Filling?
+    /// The last of ``reads`` is a small read's own `Data`, which the next small read moves
+    /// into a filling.
+    private var lastIsSmall = false
+
+    var isEmpty: Bool { reads.isEmpty && filling == nil }
+
+    /// Adds a read as it is: a large one, or bytes held back that join whole.
+    mutating func add(_ read: Data) {
+        sealFilling()
+        reads.append(read)
+        lastIsSmall = false
+    }
+
+    /// Adds a read under `copies.smallest` bytes, copied.
+    mutating func add(small bytes: UnsafeRawBufferPointer, copies: ReadCopies) {
+        if let filling, !filling.append(bytes) {
+            sealFilling()
+        } else if filling == nil, lastIsSmall {
+            // Both are under a quarter of the buffer: they fit.
+            let filling = copies.filling()
+            _ = reads.removeLast().withUnsafeBytes { filling.append($0) }
+            _ = filling.append(bytes)
+            self.filling = filling
+            lastIsSmall = false
+        }
+        if filling == nil {
+            reads.append(Data(bytes))
+            lastIsSmall = true
+        }
+    }
+
+    /// The reads, in order; none are left.
+    mutating func take() -> [Data] {
+        sealFilling()
+        lastIsSmall = false
+        defer { reads = [] }
+        return reads
+    }
+
+    private mutating func sealFilling() {
+        guard let filling else { return }
+        self.filling = nil
+        reads.append(filling.seal())
+    }
+}

@@ -21,7 +21,7 @@ final class HTTP1Connection: TransportStreamDelegate {
     /// just as it dies must still go back to the pool to be retried.
     @exclusivity(unchecked) private weak var owner: PoolDriver?
     @exclusivity(unchecked) private var parser = HTTP1ResponseParser()
-    @exclusivity(unchecked) private var active: Active?
+    @exclusivity(unchecked) private(set) var active: Active?
     @exclusivity(unchecked) private var requestsCarried = 0
     /// Response bytes read while the exchange was paused, waiting to be parsed.
     @exclusivity(unchecked) private var stash = ByteBuffer()
@@ -166,20 +166,6 @@ final class HTTP1Connection: TransportStreamDelegate {
         readEnd = nil
     }
 
-    /// See ``HTTPExchange/takeReceiveBuffer(holding:replacement:)``: `bytes` must be in the
-    /// loop's receive buffer and end the read ``streamDidRead(_:)`` is parsing. Once given, the
-    /// buffer is not the read's any more: the parse goes on with only the empty rest of it.
-    func takeReceiveBuffer(
-        holding bytes: UnsafeRawBufferPointer, for exchange: HTTPExchange, replacement: () -> UnsafeMutableRawPointer
-    ) -> UnsafeMutableRawPointer? {
-        guard loop.inEventLoop, active?.exchange === exchange, let end = readEnd, let start = bytes.baseAddress,
-              start + bytes.count == end, let base = loop.readBuffer.baseAddress,
-              start >= UnsafeRawPointer(base), end <= UnsafeRawPointer(base + loop.readBuffer.count)
-        else { return nil }
-        readEnd = nil
-        return loop.giveAwayReadBuffer(for: replacement())
-    }
-
     func streamDidReadEOF(cleanly: Bool) {
         guard active != nil else {
             close()
@@ -210,8 +196,9 @@ final class HTTP1Connection: TransportStreamDelegate {
 
     @exclusivity(unchecked) private var pendingEOF = false
     /// Where the read ``streamDidRead(_:)`` is parsing ends, while it is; nil once its receive
-    /// buffer has been taken (``takeReceiveBuffer(holding:for:replacement:)``).
-    @exclusivity(unchecked) private var readEnd: UnsafeRawPointer?
+    /// buffer has been taken (``takeReceiveBuffer(holding:for:replacement:)``, in
+    /// HTTP1Connection+ReceiveBuffer.swift).
+    @exclusivity(unchecked) var readEnd: UnsafeRawPointer?
     /// Nesting depth of ``parse(_:)``; while above zero, a finished exchange waits for the
     /// parse to end (see ``finishActive(_:)``).
     @exclusivity(unchecked) private var parseDepth = 0

@@ -116,4 +116,60 @@ struct ReadCopiesTests {
         #expect(Array(data) == source)
         #expect(data.withUnsafeBytes { $0.baseAddress } != source.withUnsafeBytes { $0.baseAddress })
     }
+
+    // MARK: WaitingReads
+
+    /// Adds each of `sizes` (a negative one as a large read of that many bytes, as it is) and
+    /// returns the reads taken, with what was added, in order.
+    func waiting(_ sizes: [Int], pool: ReadCopies) -> (taken: [Data], added: [[UInt8]]) {
+        var reads = WaitingReads()
+        var added: [[UInt8]] = []
+        for (index, size) in sizes.enumerated() {
+            let piece = bytes(abs(size), seed: UInt8(index))
+            added.append(piece)
+            if size < 0 { reads.add(Data(piece)) } else { piece.withUnsafeBytes { reads.add(small: $0, copies: pool) } }
+        }
+        return (reads.take(), added)
+    }
+
+    @Test("a small read alone is a Data of its own: no buffer is taken from the pool or made for it")
+    func loneSmallReadTakesNoBuffer() {
+        let pool = ReadCopies(bufferSize: 65_536, maxSpares: 2)
+        var (taken, added) = waiting([100], pool: pool)
+        #expect(taken.map(Array.init) == added)
+        taken = []
+        #expect(taken.isEmpty && pool.spareCount == 0, "a filling would have left its buffer as a spare")
+    }
+
+    @Test("small reads in a row join into one Data, large ones stay apart, and the order holds")
+    func smallReadsJoinBetweenLargeOnes() {
+        let pool = ReadCopies(bufferSize: 65_536, maxSpares: 2)
+        let (taken, added) = waiting([1_000, 2_000, 3_000, -40_000, 500, -30_000, 700, 800], pool: pool)
+        #expect(taken.map(Array.init) == [
+            added[0] + added[1] + added[2], added[3], added[4], added[5], added[6] + added[7],
+        ])
+    }
+
+    @Test("a run of small reads that fills the buffer goes on in a new Data; one over a quarter of the buffer holds it")
+    func fullFillingStartsAgain() {
+        let pool = ReadCopies(bufferSize: 65_536, maxSpares: 2)
+        var (taken, added) = waiting([16_000, 16_000, 16_000, 16_000, 16_000, 16_000], pool: pool)
+        #expect(taken.map(Array.init) == [added[0...3].flatMap { $0 }, added[4] + added[5]])
+        #expect(pool.spareCount == 0, "both runs are over a quarter of the buffer: their Data hold the buffers")
+        taken = []
+        #expect(taken.isEmpty && pool.spareCount == 2)
+    }
+
+    @Test("take() leaves nothing: the next small read is alone again")
+    func takeEmpties() {
+        let pool = ReadCopies(bufferSize: 65_536, maxSpares: 2)
+        var reads = WaitingReads()
+        bytes(10, seed: 1).withUnsafeBytes { reads.add(small: $0, copies: pool) }
+        bytes(20, seed: 2).withUnsafeBytes { reads.add(small: $0, copies: pool) }
+        #expect(!reads.isEmpty)
+        #expect(reads.take().map(Array.init) == [bytes(10, seed: 1) + bytes(20, seed: 2)])
+        #expect(reads.isEmpty && reads.take().isEmpty)
+        bytes(30, seed: 3).withUnsafeBytes { reads.add(small: $0, copies: pool) }
+        #expect(reads.take().map(Array.init) == [bytes(30, seed: 3)])
+    }
 }
