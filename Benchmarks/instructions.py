@@ -10,6 +10,11 @@ taken out. wrk runs for a time, not a count: its two runs differ by their reques
 For Courier the heap allocations per request come with it, W1 and W2 on h1 and on h2
 (CMallocCounter through LD_PRELOAD, the same difference of two runs).
 
+The parser row ("parser head+100B") counts parser-bench's `count` mode the same way: Courier's
+HTTP/1 response parser and http-parser each parsing the same nginx-like head with a 100-byte
+body N and 2N times, the figure being a response's instructions. The timed parser row of the
+rate run moves with the machine; this one does not.
+
 Where perf can read the kernel's tracepoints, each client's system calls and context switches
 per request come with it too (`perf stat -e raw_syscalls:sys_enter,context-switches`, the same
 difference of two runs, at full speed): the kernel's side of a request, which instructions in
@@ -21,6 +26,10 @@ import re
 import shutil
 import statistics
 import subprocess
+
+# The parser row's name, and the responses of its shorter run.
+PARSER_ROW = "parser head+100B"
+PARSES = 50_000
 
 # Requests of the shorter run, per counter (callgrind is slow), and wrk's seconds.
 SIZES = {"perf": 5000, "callgrind": 1000}
@@ -94,7 +103,9 @@ def measure(paths, kind, client, url, count, env, tls):
     full_env = dict(os.environ, **tls, **(env or {}))
     if kind == "callgrind":
         full_env["LD_PRELOAD"] = valgrind_shim(paths)
-    if name == "wrk":
+    if workload == "parser":
+        command = [os.path.join(paths["bin"], "parser-bench"), "count", "courier" if name == "Courier" else name, str(count)]
+    elif name == "wrk":
         command = ["wrk", "-t1", f"-c{concurrency}", f"-d{count}s", url]
     elif name == "h2load":
         command = ["h2load", "-n", str(count), "-c", "1", "-m", str(concurrency), url]
@@ -176,6 +187,16 @@ def run(paths, base, tls, rounds, wanted):
     rows = {}
     for round_number in range(rounds):
         print(f"instructions: round {round_number + 1}/{rounds} ({kind})", flush=True)
+        for name in ("http-parser", "Courier"):
+            if wanted and name not in wanted:
+                continue
+            try:
+                per_response, = difference(paths, kind, (name, "parser", 0), "", (PARSES, 2 * PARSES), None, tls)
+            except (RuntimeError, ValueError, KeyError) as error:
+                print(f"  parser {name}: failed: {str(error)[:300]}", flush=True)
+                continue
+            print(f"  parser head+100B {name}: {per_response:,.0f} instructions a response", flush=True)
+            rows.setdefault(PARSER_ROW, {}).setdefault(name, {"instructions": []})["instructions"].append(per_response)
         for workload, (url, clients) in plans.items():
             for client in clients:
                 name = client[0]
@@ -223,7 +244,7 @@ def run(paths, base, tls, rounds, wanted):
     return kind, size, table
 
 
-REFERENCE = {"W1 h1": "wrk", "W2 h1": "wrk", "W1 tls-h2": "h2load", "W2 tls-h2": "h2load"}
+REFERENCE = {"W1 h1": "wrk", "W2 h1": "wrk", "W1 tls-h2": "h2load", "W2 tls-h2": "h2load", PARSER_ROW: "http-parser"}
 
 
 def markdown(document):
@@ -252,5 +273,7 @@ def markdown(document):
             lines.append(f"| {workload} | {name} | {count:,} | {ratio} | {kernel} | {entry.get('allocationsPerRequest', '')} |"
                          if count is not None else f"| {workload} | {name} | | | {kernel} | {entry.get('allocationsPerRequest', '')} |")
     lines += ["", "× reference: instructions a request against wrk (h1) or h2load (h2); above 1 means more work than the "
-              "reference for each request. Only the client is counted, never nginx."]
+              "reference for each request. Only the client is counted, never nginx.",
+              "", f"{PARSER_ROW}: instructions a response of each HTTP/1 response parser alone (parser-bench count: the "
+              f"same bytes parsed {PARSES:,} and {2 * PARSES:,} times), against http-parser."]
     return "\n".join(lines) + "\n"

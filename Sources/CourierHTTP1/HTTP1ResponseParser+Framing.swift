@@ -5,7 +5,10 @@ extension HTTP1ResponseParser {
     /// Chooses how the body of a final response is delimited, following RFC 9112 section 6.3.
     /// Framing fields are checked on every response, bodiless ones included, so a server that
     /// frames ambiguously is refused even when the ambiguity would not bite this time.
-    mutating func chooseFraming(_ head: HTTPResponseHead, _ parsed: ParsedFields) throws(HTTP1ResponseError) {
+    /// `framing`'s ranges are in `bytes`, the head's section.
+    mutating func chooseFraming(
+        _ head: HTTPResponseHead, _ framing: FramingFields, in bytes: UnsafeRawBufferPointer
+    ) throws(HTTP1ResponseError) {
         // A 101 hands the connection to another protocol, and any 2xx to CONNECT turns it into
         // a tunnel (step 2); RFC 9110 section 9.3.6 says to ignore framing fields in the latter.
         if head.status == 101 || (answering == .connect && (200..<300).contains(head.status)) {
@@ -13,15 +16,9 @@ extension HTTP1ResponseParser {
             state = .upgraded
             return
         }
-        let framing = parsed.framing
-        let (contentLength, coding, reuse) = try withBytes(section) {
-            (bytes: UnsafeRawBufferPointer) throws(HTTP1ResponseError) -> (Int?, TransferFraming, HTTP1ConnectionReuse) in
-            (
-                try Self.contentLength(framing.contentLengths, in: bytes),
-                try Self.transferCoding(framing.transferEncodings, in: bytes, version: head.version),
-                Self.persistence(head.version, framing.connectionValues, in: bytes)
-            )
-        }
+        let contentLength = try Self.contentLength(framing.contentLengths, in: bytes)
+        let coding = try Self.transferCoding(framing.transferEncodings, in: bytes, version: head.version)
+        let reuse = Self.persistence(head.version, framing.connectionValues, in: bytes)
         if coding != .none && contentLength != nil { throw .contentLengthWithTransferEncoding }
         connectionReuse = reuse
 
