@@ -137,9 +137,9 @@ static inline BIO_METHOD *courier_input_new_method(void) {
     return method;
 }
 
-/* Adds received bytes after those not yet read; 0 when memory ran out (nothing is added). */
-static inline int courier_input_append(BIO *bio, const void *bytes, size_t length) {
-    courier_input_state *state = (courier_input_state *)BIO_get_data(bio);
+/* Makes at least `length` bytes free after the unread ones: the unread bytes move to the
+ * front, or the buffer grows (doubling from 16 KiB). 0 when memory ran out. */
+static inline int courier_input_reserve(courier_input_state *state, size_t length) {
     if (state->capacity - state->end < length && state->start > 0) {
         memmove(state->bytes, state->bytes + state->start, state->end - state->start);
         state->end -= state->start;
@@ -154,9 +154,31 @@ static inline int courier_input_append(BIO *bio, const void *bytes, size_t lengt
         state->bytes = grown;
         state->capacity = capacity;
     }
+    return 1;
+}
+
+/* Adds received bytes after those not yet read; 0 when memory ran out (nothing is added).
+ * Bytes read straight into the space courier_input_space gave are added where they are. */
+static inline int courier_input_append(BIO *bio, const void *bytes, size_t length) {
+    courier_input_state *state = (courier_input_state *)BIO_get_data(bio);
+    if (state->bytes != NULL && bytes == state->bytes + state->end && length <= state->capacity - state->end) {
+        state->end += length;
+        return 1;
+    }
+    if (!courier_input_reserve(state, length)) return 0;
     memcpy(state->bytes + state->end, bytes, length);
     state->end += length;
     return 1;
+}
+
+/* The free space after the unread bytes, at least `minimum` bytes, for the socket to read
+ * into: courier_input_append then adds what was read without copying it. NULL when memory ran
+ * out. Valid until the next call on the BIO. */
+static inline void *courier_input_space(BIO *bio, size_t minimum, size_t *length) {
+    courier_input_state *state = (courier_input_state *)BIO_get_data(bio);
+    if (!courier_input_reserve(state, minimum)) return NULL;
+    *length = state->capacity - state->end;
+    return state->bytes + state->end;
 }
 
 /* The network connection ended: reads past the bytes now report the end. */

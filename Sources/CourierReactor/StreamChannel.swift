@@ -5,7 +5,8 @@ import Glibc
 /// Receives what happens on a ``StreamChannel``; called on the channel's loop only.
 public protocol StreamChannelDelegate: AnyObject {
     /// Bytes arrived. They are lent for the duration of the call (they live in the loop's
-    /// shared receive buffer); keep a copy of anything needed later.
+    /// shared receive buffer, or in the space ``channelReadSpace(_:)`` gave); keep a copy of
+    /// anything needed later.
     func channel(_ channel: StreamChannel, didRead bytes: UnsafeRawBufferPointer)
     /// The peer shut down its sending side; nothing more will be read.
     func channelDidReadEOF(_ channel: StreamChannel)
@@ -14,6 +15,15 @@ public protocol StreamChannelDelegate: AnyObject {
     func channelDidDrainWrites(_ channel: StreamChannel)
     /// Reading or writing failed; the channel is already closed.
     func channel(_ channel: StreamChannel, didFail error: SystemError)
+    /// Where the next read goes, asked right before it; nil (the default) for the loop's
+    /// shared receive buffer. A delegate that keeps what arrives (TLS keeps ciphertext until
+    /// it is decrypted) gives space of its own, and the bytes `channel(_:didRead:)` then lends
+    /// are in that space: they need no copy.
+    func channelReadSpace(_ channel: StreamChannel) -> UnsafeMutableRawBufferPointer?
+}
+
+extension StreamChannelDelegate {
+    public func channelReadSpace(_ channel: StreamChannel) -> UnsafeMutableRawBufferPointer? { nil }
 }
 
 /// A connected stream socket on an event loop: reads delivered as they arrive, writes queued
@@ -226,11 +236,12 @@ public final class StreamChannel: IOEventHandler {
     private func readAvailable() {
         var reads = 0
         while isOpen && !readingPaused && !peerClosed && reads < Self.maxReadsPerEvent {
-            let count = retryingOnInterrupt { Glibc.read(fd, loop.readBuffer.baseAddress, loop.readBuffer.count) }
+            let space = delegate?.channelReadSpace(self) ?? loop.readBuffer
+            let count = retryingOnInterrupt { Glibc.read(fd, space.baseAddress, space.count) }
             if count > 0 {
                 reads += 1
-                delegate?.channel(self, didRead: UnsafeRawBufferPointer(rebasing: loop.readBuffer[0..<count]))
-                if count < loop.readBuffer.count { break }
+                delegate?.channel(self, didRead: UnsafeRawBufferPointer(rebasing: space[0..<count]))
+                if count < space.count { break }
             } else if count == 0 {
                 peerClosed = true
                 updateInterest()

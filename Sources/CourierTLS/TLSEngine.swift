@@ -154,6 +154,16 @@ public final class TLSEngine {
         _ = courier_input_append(readBIO, bytes, ciphertext.count)
     }
 
+    /// Room for at least `minimum` bytes of ciphertext after those the engine holds, for the
+    /// network to read into: fed back to ``feed(_:)`` as they are, they are taken where they
+    /// lie instead of being copied. Nil when memory ran out. Valid until the next call on
+    /// the engine.
+    public func receiveSpace(minimum: Int) -> UnsafeMutableRawBufferPointer? {
+        var length = 0
+        guard minimum > 0, let space = courier_input_space(readBIO, minimum, &length) else { return nil }
+        return UnsafeMutableRawBufferPointer(start: space, count: length)
+    }
+
     /// Tells the engine the network connection ended: reads then report the close.
     public func feedEndOfInput() {
         courier_input_end(readBIO)

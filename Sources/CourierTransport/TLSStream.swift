@@ -33,6 +33,11 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
     /// reader then paused: dealt with when it reads again.
     @exclusivity(unchecked) private var heldOutcome: TLSEngine.ReadOutcome?
     @exclusivity(unchecked) private var sawEOF = false
+    /// The least room the next read gets in the engine's input (``channelReadSpace(_:)``):
+    /// 16 KiB, doubled whenever a read brings that much, up to the loop's receive buffer size.
+    /// A big body is read as much at a time as over plain TCP; a quiet connection keeps a
+    /// small buffer.
+    @exclusivity(unchecked) private var readSpaceSize = 16 * 1024
     /// close_notify was sent (``finishWriting()``): nothing more is written.
     @exclusivity(unchecked) private var writeFinished = false
     private let sessionCache: TLSSessionCache
@@ -239,7 +244,16 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
 
     // MARK: StreamChannelDelegate
 
+    /// Ciphertext is read straight into the engine's input, which keeps it until it is
+    /// decrypted: received into the loop's buffer, each byte was copied there once more.
+    func channelReadSpace(_ channel: StreamChannel) -> UnsafeMutableRawBufferPointer? {
+        guard phase != .closed else { return nil }
+        return engine.receiveSpace(minimum: readSpaceSize)
+    }
+
     func channel(_ channel: StreamChannel, didRead bytes: UnsafeRawBufferPointer) {
+        if bytes.count >= readSpaceSize && readSpaceSize < EventLoop.readBufferSize { readSpaceSize *= 2 }
+        // In place when the read went to the space given above.
         engine.feed(bytes)
         switch phase {
         case .handshaking: advanceHandshake()

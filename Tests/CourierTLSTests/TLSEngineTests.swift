@@ -44,6 +44,44 @@ struct TLSEngineTests {
         #expect(TLSPair.readAll(pair.client).outcome == .closed(clean: true))
     }
 
+    @Test("ciphertext read into the engine's receive space, in pieces that split records, mixed with bytes fed from elsewhere, decrypts whole")
+    func receiveSpace() throws {
+        let pair = try TestTLS.pair(server: TestTLS.serverContext(), client: TestTLS.clientContext())
+        _ = pair.handshake()
+        let response = deterministicBytes(count: 300_000, seed: 9)
+        try response.withUnsafeBytes { try pair.server.write($0) }
+        var ciphertext = ByteBuffer()
+        pair.server.drainOutput(into: &ciphertext)
+        let records = ciphertext.withReadableBytes { Array($0) }
+        var received: [UInt8] = []
+        var offset = 0
+        var piece = 0
+        while offset < records.count {
+            // Pieces of 5,000 to 70,000 bytes: records are cut anywhere, and some pieces are
+            // bigger than the space the engine has, so it must move or grow what it holds.
+            let count = min([5_000, 70_000, 13_000][piece % 3], records.count - offset)
+            let bytes = records[offset..<(offset + count)]
+            if piece % 4 == 3 {
+                bytes.withUnsafeBytes { pair.client.feed($0) }
+            } else {
+                let minimum = piece % 2 == 0 ? count : 1
+                let space = try #require(pair.client.receiveSpace(minimum: minimum))
+                #expect(space.count >= minimum)
+                let taken = min(count, space.count)
+                bytes.prefix(taken).withUnsafeBytes { space.copyMemory(from: $0) }
+                pair.client.feed(UnsafeRawBufferPointer(rebasing: space[0..<taken]))
+                offset += taken - count
+            }
+            offset += count
+            piece += 1
+            let read = TLSPair.readAll(pair.client)
+            #expect(read.outcome == .needsMoreInput)
+            received += read.bytes
+        }
+        #expect(received == response)
+        #expect(pair.client.receiveSpace(minimum: 0) == nil, "no room is asked for")
+    }
+
     @Test("an end of input without close_notify is an unclean close")
     func truncation() throws {
         let pair = try TestTLS.pair(server: TestTLS.serverContext(), client: TestTLS.clientContext())
