@@ -197,7 +197,7 @@ public struct HTTP1ResponseParser: Sendable {
 
     /// Inlined into ``next(_:)``, its only caller, so that the step is built where `next`
     /// returns it: returned through a frame of its own, the 65-byte step was copied again, and
-    /// the copy's reads waited on the stores just made (a third of `next`'s time).
+    /// the copy's reads waited on the stores just made (two thirds of `next`'s time).
     @inline(__always)
     private mutating func step(_ input: UnsafeRawBufferPointer) throws(HTTP1ResponseError) -> HTTP1ParseStep {
         var offset = 0
