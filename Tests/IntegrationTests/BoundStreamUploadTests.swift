@@ -99,8 +99,12 @@ struct BoundStreamUploadTests {
     /// its body's length and SHA-256.
     private func stalledServer(_ release: DispatchSemaphore) throws -> ScriptedServer {
         try ScriptedServer { connection in
-            guard release.wait(timeout: .now() + 60) == .success else { return connection.close() }
-            guard let request = connection.readRequest(timeout: 60) else { return connection.close() }
+            // Every test signals `release` when it ends (StalledUpload.stop, deferred), so the
+            // wait is bounded by the test. A shorter bound failed under ThreadSanitizer in the
+            // whole suite: the test's polls (100 ms sleeps on a starved cooperative pool) took
+            // over a minute, the server gave up and reset the connection with the body unread.
+            guard release.wait(timeout: .now() + 600) == .success else { return connection.close() }
+            guard let request = connection.readRequest(timeout: 300) else { return connection.close() }
             connection.respond(headers: [
                 ("X-Body-Length", "\(request.body.count)"), ("X-Body-SHA256", Data(request.body).sha256Hex),
             ])
@@ -148,7 +152,11 @@ struct BoundStreamUploadTests {
         let payload = Data(deterministicBytes(count: 24 * 1024 * 1024, seed: seed))
         let pair = try makePair()
         let delegate = StreamGivingDelegate { pair.value.0 }
-        let session = URLSession(configuration: .uncached, delegate: delegate, delegateQueue: nil)
+        // The stall lasts as long as the test takes to see it settle: under a sanitizer in the
+        // whole suite, longer than the default 60 s of silence a request may have.
+        let configuration = URLSessionConfiguration.uncached
+        configuration.timeoutIntervalForRequest = 600
+        let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
         let writer = startWriter(pair, payload: payload, piece: 64 * 1024)
         var request = URLRequest(url: server.url("/upload"))
         request.httpMethod = "PUT"
