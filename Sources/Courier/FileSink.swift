@@ -1,3 +1,4 @@
+import CourierReactor
 import CourierSync
 import CourierTransport
 import Dispatch
@@ -210,12 +211,12 @@ final class FileSink: AsyncDelivering {
     /// Writes a read's bytes on the loop, timing the write; a slow one moves the download off
     /// the loop.
     private func writeOnLoop(_ bytes: UnsafeRawBufferPointer, to file: DownloadFile, driver: TaskDriver) -> URLError? {
-        let started = ContinuousClock.now
+        let started = MonotonicInstant.now
         guard file.write(bytes) else {
             state.withLock { $0.failed = true }
             return file.writeError(url: driver.currentURL)
         }
-        let took = ContinuousClock.now - started
+        let took = MonotonicInstant.now - started
         let slow = took > slowWriteThreshold
         if slow {
             driver.logger.debug("download moved off the event loop", metadata: ["task": "\(driver.identifier)", "write": "\(took)"])

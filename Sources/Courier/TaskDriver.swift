@@ -1,6 +1,7 @@
 import CourierCore
 import CourierHTTP1
 import CourierPolicies
+import CourierReactor
 import CourierSync
 import CourierTransport
 import Foundation
@@ -71,7 +72,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         var transactions: [URLSessionTaskTransactionMetrics] = []
         var startDate = Date()
         /// When the whole task must be over (the resource timeout), fixed at the first hop.
-        @PackedInstant var deadline: ContinuousClock.Instant?
+        @PackedInstant var deadline: MonotonicInstant?
         var suspended = false
         var awaitingDisposition = false
         /// What the exchange was last told: paused or not.

@@ -1,3 +1,4 @@
+import CourierReactor
 import CourierTransport
 import Foundation
 
@@ -122,10 +123,10 @@ open class URLSessionTaskTransactionMetrics: NSObject, @unchecked Sendable {
 
 /// Turns monotonic instants into wall-clock dates, anchored once per conversion batch.
 struct DateConverter {
-    let nowInstant = ContinuousClock.now
+    let nowInstant = MonotonicInstant.now
     let nowDate = Date()
 
-    func callAsFunction(_ instant: ContinuousClock.Instant?) -> Date? {
+    func callAsFunction(_ instant: MonotonicInstant?) -> Date? {
         guard let instant else { return nil }
         let offset = instant - nowInstant
         let seconds = Double(offset.components.seconds) + Double(offset.components.attoseconds) / 1e18

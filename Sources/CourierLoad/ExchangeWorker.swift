@@ -1,4 +1,5 @@
 import CourierCore
+import CourierReactor
 import CourierSync
 import CourierTransport
 import Dispatch
@@ -18,7 +19,7 @@ final class ExchangeWorker: HTTPExchangeDelegate, LoadWorker, @unchecked Sendabl
         var reported = false
         /// Intended starts of the requests in flight, with a rate only (without one, a request's
         /// start is its exchange's `fetchStart`).
-        var intended: [ObjectIdentifier: ContinuousClock.Instant] = [:]
+        var intended: [ObjectIdentifier: MonotonicInstant] = [:]
     }
 
     let transport: HTTPTransport
@@ -52,11 +53,11 @@ final class ExchangeWorker: HTTPExchangeDelegate, LoadWorker, @unchecked Sendabl
     /// Starts every request that has a free slot, is due and is granted by the plan; arms the
     /// pacing timer for the next one that is not due yet; reports the end once nothing runs.
     private func fill() {
-        var launches: [ContinuousClock.Instant] = []
-        var wakeAt: ContinuousClock.Instant?
+        var launches: [MonotonicInstant] = []
+        var wakeAt: MonotonicInstant?
         let done = state.withLock { state -> Bool in
             while !state.exhausted && state.running < slots {
-                let now = ContinuousClock.now
+                let now = MonotonicInstant.now
                 guard let intended = state.pacer.take(now: now) else {
                     if !state.timerArmed {
                         state.timerArmed = true
@@ -87,7 +88,7 @@ final class ExchangeWorker: HTTPExchangeDelegate, LoadWorker, @unchecked Sendabl
         if done { finished() }
     }
 
-    private func launch(intended: ContinuousClock.Instant) {
+    private func launch(intended: MonotonicInstant) {
         var request = self.request
         request.deadline = .now + timeout
         let exchange = transport.makeExchange(request, delegate: self)
@@ -111,7 +112,7 @@ final class ExchangeWorker: HTTPExchangeDelegate, LoadWorker, @unchecked Sendabl
     }
 
     private func finish(_ exchange: HTTPExchange, metrics: ExchangeMetrics, error: TransportError?) {
-        let end = ContinuousClock.now
+        let end = MonotonicInstant.now
         state.withLock { state in
             let intended = paced ? state.intended.removeValue(forKey: ObjectIdentifier(exchange)) : nil
             if let error {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CourierCore
+import CourierReactor
 import CourierTLS
 import CourierTransport
 import Dispatch
@@ -136,7 +137,7 @@ struct LoadCommand: ParsableCommand {
         }
         if insecure { configuration.securityDelegate = AcceptAnyServer() }
 
-        let start = ContinuousClock.now
+        let start = MonotonicInstant.now
         let runFor = duration.flatMap(LoadCommand.parseDuration) ?? (requests == nil ? .seconds(10) : nil)
         let deadline = runFor.map { start + $0 }
         let plan = Plan(total: requests, deadline: deadline)
@@ -187,7 +188,7 @@ struct LoadCommand: ParsableCommand {
                 done.wait()
             }
         }
-        let elapsed = ContinuousClock.now - start
+        let elapsed = MonotonicInstant.now - start
         var stats = LoadStats()
         for worker in workers { stats.add(worker.snapshot()) }
         // A hard deadline: what is still in flight is reported, not waited for.

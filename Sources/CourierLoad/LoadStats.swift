@@ -1,3 +1,4 @@
+import CourierReactor
 import CourierSync
 import CourierTransport
 import Foundation
@@ -24,7 +25,7 @@ struct LoadStats: Sendable {
 
     var failed: Int { errors.values.reduce(0, +) }
 
-    mutating func record(latencyFrom start: ContinuousClock.Instant, to end: ContinuousClock.Instant) {
+    mutating func record(latencyFrom start: MonotonicInstant, to end: MonotonicInstant) {
         let nanoseconds = UInt64(max(0, (end - start).nanoseconds))
         _ = latencies.record(min(nanoseconds, latencies.highestTrackableValue))
     }
@@ -61,17 +62,17 @@ struct LoadStats: Sendable {
 /// How many requests to make: a total, until a deadline, or both (whichever ends first).
 final class Plan: Sendable {
     let total: Int?
-    let deadline: ContinuousClock.Instant?
+    let deadline: MonotonicInstant?
     private let issued = Atomic<Int>(0)
 
-    init(total: Int?, deadline: ContinuousClock.Instant?) {
+    init(total: Int?, deadline: MonotonicInstant?) {
         self.total = total
         self.deadline = deadline
     }
 
     /// Claims the right to start one more request.
     func claim() -> Bool {
-        if let deadline, ContinuousClock.now >= deadline { return false }
+        if let deadline, MonotonicInstant.now >= deadline { return false }
         guard let total else { return true }
         return issued.add(1, ordering: .relaxed).newValue <= total
     }
@@ -83,16 +84,16 @@ final class Plan: Sendable {
 /// every request is due at once.
 struct Pacer: Sendable {
     let interval: Duration?
-    private(set) var next: ContinuousClock.Instant
+    private(set) var next: MonotonicInstant
 
-    init(interval: Duration?, start: ContinuousClock.Instant) {
+    init(interval: Duration?, start: MonotonicInstant) {
         self.interval = interval
         self.next = start
     }
 
     /// The intended start of the next request when it is due by `now` (and moves on to the
     /// one after it); nil when it is not due yet (wait until ``next``).
-    mutating func take(now: ContinuousClock.Instant) -> ContinuousClock.Instant? {
+    mutating func take(now: MonotonicInstant) -> MonotonicInstant? {
         guard let interval else { return now }
         guard next <= now else { return nil }
         defer { next += interval }

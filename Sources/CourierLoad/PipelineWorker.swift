@@ -21,8 +21,8 @@ import Dispatch
 /// connections nothing runs but the dial.
 final class PipelineWorker: UpgradedConnectionHandler, LoadWorker, @unchecked Sendable {
     private struct Entry {
-        var intended: ContinuousClock.Instant
-        var sent: ContinuousClock.Instant
+        var intended: MonotonicInstant
+        var sent: MonotonicInstant
     }
 
     private let transport: HTTPTransport
@@ -42,7 +42,7 @@ final class PipelineWorker: UpgradedConnectionHandler, LoadWorker, @unchecked Se
     /// Sent and not yet answered, oldest first.
     private var outstanding = Deque<Entry>()
     /// Claimed requests to send on the next connection (the last one closed under them).
-    private var pending: [ContinuousClock.Instant] = []
+    private var pending: [MonotonicInstant] = []
     private var answeredOnConnection = 0
     private var pacer: Pacer
     private var pacingTimerArmed = false
@@ -115,7 +115,7 @@ final class PipelineWorker: UpgradedConnectionHandler, LoadWorker, @unchecked Se
         answeredOnConnection = 0
         stats.withLock { $0.connectionsOpened += 1 }
         connection.start(self)
-        let now = ContinuousClock.now
+        let now = MonotonicInstant.now
         let resent = pending
         pending = []
         for intended in resent { outstanding.append(Entry(intended: intended, sent: now)) }
@@ -149,7 +149,7 @@ final class PipelineWorker: UpgradedConnectionHandler, LoadWorker, @unchecked Se
 
     /// Claims up to `count` new requests that are due, appending their intended starts; false
     /// once the plan has no more to give.
-    private func claimNew(into list: inout [ContinuousClock.Instant], count: Int) -> Bool {
+    private func claimNew(into list: inout [MonotonicInstant], count: Int) -> Bool {
         var claimed = 0
         var granted = true
         while claimed < count {
@@ -169,11 +169,11 @@ final class PipelineWorker: UpgradedConnectionHandler, LoadWorker, @unchecked Se
     /// the next one when it is not due yet.
     private func fill() {
         guard let connection else { return }
-        var intended: [ContinuousClock.Instant] = []
+        var intended: [MonotonicInstant] = []
         if !exhausted && outstanding.count < depth {
             if !claimNew(into: &intended, count: depth - outstanding.count) { exhausted = true }
         }
-        let now = ContinuousClock.now
+        let now = MonotonicInstant.now
         for start in intended { outstanding.append(Entry(intended: start, sent: now)) }
         send(count: intended.count)
         if !exhausted && outstanding.count < depth && !pacingTimerArmed && pacer.interval != nil {
@@ -223,7 +223,7 @@ final class PipelineWorker: UpgradedConnectionHandler, LoadWorker, @unchecked Se
         timeoutTimer = connection.loop.scheduleTimer(after: period) { [self] in
             guard generation == current, self.connection != nil else { return }
             timeoutTimer = nil
-            if let oldest = outstanding.first, ContinuousClock.now - oldest.sent >= timeout {
+            if let oldest = outstanding.first, MonotonicInstant.now - oldest.sent >= timeout {
                 closeAndReconnect(failing: "timeout")
             } else {
                 armTimeoutCheck()
@@ -239,7 +239,7 @@ final class PipelineWorker: UpgradedConnectionHandler, LoadWorker, @unchecked Se
         var received: Int64 = 0
         var statuses: [Int] = []
         var outcome: String?? = .none  // .some(nil): the server closes; .some(kind): failed
-        let end = ContinuousClock.now
+        let end = MonotonicInstant.now
         parsing: while true {
             if parser.isIdle {
                 guard !outstanding.isEmpty else {

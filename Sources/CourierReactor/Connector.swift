@@ -30,8 +30,8 @@ public struct ConnectedSocket: Sendable {
     public var fd: Int32
     public var address: SocketAddress
     /// When the name lookup started and when its first answer came; nil for a numeric host.
-    public var resolutionStart: ContinuousClock.Instant?
-    public var resolutionEnd: ContinuousClock.Instant?
+    public var resolutionStart: MonotonicInstant?
+    public var resolutionEnd: MonotonicInstant?
 }
 
 /// One address tried by a ``Connector``, for observers (`courier -v`'s "Trying").
@@ -58,8 +58,8 @@ public final class Connector {
     private var deadlineTimer: TimerID?
     private var completion: ((Result<ConnectedSocket, ConnectError>) -> Void)?
     /// When the first lookup was asked for and its first answer arrived (for metrics).
-    private var resolutionStart: ContinuousClock.Instant?
-    private var resolutionEnd: ContinuousClock.Instant?
+    private var resolutionStart: MonotonicInstant?
+    private var resolutionEnd: MonotonicInstant?
     /// Hears each attempt start and fail, on the loop.
     public var onAttempt: ((ConnectAttemptEvent) -> Void)?
 
@@ -71,14 +71,14 @@ public final class Connector {
     }
 
     /// Starts dialing (loop thread only); `completion` runs once on the loop.
-    public func start(deadline: ContinuousClock.Instant, completion: @escaping (Result<ConnectedSocket, ConnectError>) -> Void) {
+    public func start(deadline: MonotonicInstant, completion: @escaping (Result<ConnectedSocket, ConnectError>) -> Void) {
         loop.assertInEventLoop()
         self.completion = completion
         deadlineTimer = loop.scheduleTimer(at: deadline) { [self] in
             deadlineTimer = nil
             finish(.failure(.timedOut))
         }
-        let now = ContinuousClock.now
+        let now = MonotonicInstant.now
         switch target {
         case .unix(let path):
             perform(machine.start(addresses: [.unix(path: path)], now: now))

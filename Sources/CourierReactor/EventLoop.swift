@@ -105,10 +105,10 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     /// Told once each at the end of the current turn (``atEndOfTurn(_:)``).
     @exclusivity(unchecked) private var turnEndHandlers: [any TurnEndHandler] = []
     /// The timer deadline the current wait for events ends at (nil: it waits until woken).
-    @exclusivity(unchecked) private var plannedTimer: ContinuousClock.Instant?
+    @exclusivity(unchecked) private var plannedTimer: MonotonicInstant?
     /// The time the loop last woke up; loop thread only. Cheaper than reading the clock for
     /// bookkeeping that tolerates the length of one turn (idle timers, activity stamps).
-    @exclusivity(unchecked) public private(set) var now = ContinuousClock.now
+    @exclusivity(unchecked) public private(set) var now = MonotonicInstant.now
     /// A receive buffer shared by every socket on this loop; lent to readers for one callback.
     /// Read it afresh for every read: ``giveAwayReadBuffer(for:)`` may replace it.
     @exclusivity(unchecked) public private(set) var readBuffer: UnsafeMutableRawBufferPointer
@@ -293,7 +293,7 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
 
     /// Runs `job` at `deadline`; loop thread only.
     @discardableResult
-    public func scheduleTimer(at deadline: ContinuousClock.Instant, _ job: @escaping LocalJob) -> TimerID {
+    public func scheduleTimer(at deadline: MonotonicInstant, _ job: @escaping LocalJob) -> TimerID {
         assertInEventLoop()
         return timers.schedule(at: deadline, QueuedJob(run: job))
     }

@@ -25,7 +25,7 @@ public struct HappyEyeballs: Sendable {
         /// Open a socket and connect to `address`.
         case startAttempt(AttemptID, SocketAddress)
         /// Call ``timerFired(now:)`` at this instant; replaces any earlier timer.
-        case scheduleTimer(at: ContinuousClock.Instant)
+        case scheduleTimer(at: MonotonicInstant)
         /// No timer is needed any more.
         case cancelTimer
         /// Close these attempts' sockets.
@@ -53,9 +53,9 @@ public struct HappyEyeballs: Sendable {
     private var nextFamily = SocketAddress.Family.inet6
     private var active: [AttemptID: SocketAddress] = [:]
     private var attemptsStarted = 0
-    private var waitForAAAAUntil: ContinuousClock.Instant?
-    private var nextAttemptAt: ContinuousClock.Instant?
-    private var scheduledTimer: ContinuousClock.Instant?
+    private var waitForAAAAUntil: MonotonicInstant?
+    private var nextAttemptAt: MonotonicInstant?
+    private var scheduledTimer: MonotonicInstant?
     private var resolutionError: ResolutionError?
     private var connectError: SystemError?
     private var finished = false
@@ -66,13 +66,13 @@ public struct HappyEyeballs: Sendable {
     public var activeAttempts: [AttemptID] { Array(active.keys) }
 
     /// Begins by resolving both families.
-    public mutating func start(now: ContinuousClock.Instant) -> [Action] {
+    public mutating func start(now: MonotonicInstant) -> [Action] {
         pendingFamilies = [.inet6, .inet]
         return [.resolve(.inet6), .resolve(.inet)]
     }
 
     /// Begins with addresses already known (a numeric host or a Unix socket path).
-    public mutating func start(addresses: [SocketAddress], now: ContinuousClock.Instant) -> [Action] {
+    public mutating func start(addresses: [SocketAddress], now: MonotonicInstant) -> [Action] {
         for address in addresses { queues[address.family, default: []].append(address) }
         if let first = addresses.first { nextFamily = first.family }
         return startNext(now: now)
@@ -80,7 +80,7 @@ public struct HappyEyeballs: Sendable {
 
     /// Answers for one family arrived.
     public mutating func resolved(
-        _ family: SocketAddress.Family, _ result: Result<[SocketAddress], ResolutionError>, now: ContinuousClock.Instant
+        _ family: SocketAddress.Family, _ result: Result<[SocketAddress], ResolutionError>, now: MonotonicInstant
     ) -> [Action] {
         guard !finished, pendingFamilies.remove(family) != nil else { return [] }
         switch result {
@@ -124,7 +124,7 @@ public struct HappyEyeballs: Sendable {
     }
 
     /// An attempt failed.
-    public mutating func attemptFailed(_ id: AttemptID, _ error: SystemError, now: ContinuousClock.Instant) -> [Action] {
+    public mutating func attemptFailed(_ id: AttemptID, _ error: SystemError, now: MonotonicInstant) -> [Action] {
         guard !finished, active.removeValue(forKey: id) != nil else { return [] }
         // Refusal says more than unreachability: keep the first refusal, else the latest error.
         if connectError?.isConnectionRefused != true { connectError = error }
@@ -133,7 +133,7 @@ public struct HappyEyeballs: Sendable {
     }
 
     /// The timer asked for by the last `.scheduleTimer` fired.
-    public mutating func timerFired(now: ContinuousClock.Instant) -> [Action] {
+    public mutating func timerFired(now: MonotonicInstant) -> [Action] {
         guard !finished else { return [] }
         scheduledTimer = nil
         if let until = waitForAAAAUntil {
@@ -167,7 +167,7 @@ public struct HappyEyeballs: Sendable {
     }
 
     /// Step 3 and 4: start the next address in alternating-family order.
-    private mutating func startNext(now: ContinuousClock.Instant) -> [Action] {
+    private mutating func startNext(now: MonotonicInstant) -> [Action] {
         let other: SocketAddress.Family = nextFamily == .inet6 ? .inet : .inet6
         let family: SocketAddress.Family
         if !(queues[nextFamily] ?? []).isEmpty {
@@ -185,7 +185,7 @@ public struct HappyEyeballs: Sendable {
         return launch(address, now: now)
     }
 
-    private mutating func launch(_ address: SocketAddress, now: ContinuousClock.Instant) -> [Action] {
+    private mutating func launch(_ address: SocketAddress, now: MonotonicInstant) -> [Action] {
         let id = AttemptID(rawValue: attemptsStarted)
         attemptsStarted += 1
         active[id] = address
@@ -213,7 +213,7 @@ public struct HappyEyeballs: Sendable {
 
     /// The timer the machine needs next, as an action when it changed.
     private mutating func timerActions() -> [Action] {
-        var wanted: ContinuousClock.Instant?
+        var wanted: MonotonicInstant?
         if let until = waitForAAAAUntil {
             wanted = until
         } else if let at = nextAttemptAt, hasQueuedAddresses, !finished {

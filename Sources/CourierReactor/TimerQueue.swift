@@ -12,7 +12,7 @@ public struct TimerID: Hashable, Sendable {
 /// run in the order they were scheduled.
 public struct TimerQueue<Work> {
     private struct Entry: Comparable {
-        var deadline: ContinuousClock.Instant
+        var deadline: MonotonicInstant
         var id: UInt64
 
         static func < (lhs: Entry, rhs: Entry) -> Bool {
@@ -30,7 +30,7 @@ public struct TimerQueue<Work> {
     public var count: Int { work.count }
 
     /// Schedules `item` at `deadline`.
-    public mutating func schedule(at deadline: ContinuousClock.Instant, _ item: Work) -> TimerID {
+    public mutating func schedule(at deadline: MonotonicInstant, _ item: Work) -> TimerID {
         let id = nextID
         nextID += 1
         heap.insert(Entry(deadline: deadline, id: id))
@@ -45,14 +45,14 @@ public struct TimerQueue<Work> {
     }
 
     /// The earliest live deadline, or nil when nothing is scheduled.
-    public mutating func nextDeadline() -> ContinuousClock.Instant? {
+    public mutating func nextDeadline() -> MonotonicInstant? {
         dropCancelled()
         return heap.min?.deadline
     }
 
     /// Removes and returns the earliest work due at or before `now`, or nil. Taking one at a
     /// time lets a timer that runs cancel another due in the same turn.
-    public mutating func popNextDue(now: ContinuousClock.Instant) -> Work? {
+    public mutating func popNextDue(now: MonotonicInstant) -> Work? {
         while let first = heap.min, first.deadline <= now {
             heap.removeMin()
             if let item = work.removeValue(forKey: first.id) { return item }
@@ -61,7 +61,7 @@ public struct TimerQueue<Work> {
     }
 
     /// Removes and returns all the work due at or before `now`, earliest first.
-    public mutating func popDue(now: ContinuousClock.Instant) -> [Work] {
+    public mutating func popDue(now: MonotonicInstant) -> [Work] {
         var due: [Work] = []
         while let item = popNextDue(now: now) { due.append(item) }
         return due

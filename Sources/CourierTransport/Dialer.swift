@@ -36,7 +36,7 @@ struct Dialer {
 
     /// Dials on `loop` (which must be the current loop); `completion` runs once, on it.
     func dial(on loop: EventLoop, completion: @escaping Completion) {
-        let connectStart = ContinuousClock.now
+        let connectStart = MonotonicInstant.now
         let deadline = connectStart + environment.connectTimeout
         let proxy = key.proxy
         let (host, port) = proxy.map { ($0.host, $0.port) } ?? (key.origin.host, key.origin.port)
@@ -85,7 +85,7 @@ struct Dialer {
 
     /// Runs the route's tunnel, if any, within the connect deadline.
     private func openTunnel(
-        _ channel: StreamChannel, timings: ConnectTimings, deadline: ContinuousClock.Instant, completion: @escaping Completion
+        _ channel: StreamChannel, timings: ConnectTimings, deadline: MonotonicInstant, completion: @escaping Completion
     ) {
         let next: (Result<Void, DialFailure>) -> Void = { result in
             switch result {
@@ -173,7 +173,7 @@ struct Dialer {
     /// Wraps the channel in TLS for an https origin (plain TCP otherwise); the handshake
     /// shares the connect `deadline`.
     private func secure(
-        _ channel: StreamChannel, timings: ConnectTimings, deadline: ContinuousClock.Instant, completion: @escaping Completion
+        _ channel: StreamChannel, timings: ConnectTimings, deadline: MonotonicInstant, completion: @escaping Completion
     ) {
         var timings = timings
         timings.end = .now

@@ -6,22 +6,22 @@ import CourierReactor
 ///
 /// The struct is copied a few times an exchange (into the connection's record of it, into the
 /// completion, to the task), so it is kept small and nearly free of references: its instants
-/// are ``PackedInstant``s (sixteen bytes each, where an optional instant takes 24), and what belongs to the connection rather than to
-/// the exchange (TLS, proxy, addresses) is one shared ``ConnectionDetails``, made once per
+/// are ``PackedInstant``s (eight bytes each, where an optional instant takes sixteen), and what
+/// belongs to the connection rather than to the exchange (TLS, proxy, addresses) is one shared ``ConnectionDetails``, made once per
 /// connection.
 public struct ExchangeMetrics: Sendable {
     /// When the exchange was handed to the transport.
-    @PackedInstant public var fetchStart: ContinuousClock.Instant?
-    @PackedInstant public var domainLookupStart: ContinuousClock.Instant?
-    @PackedInstant public var domainLookupEnd: ContinuousClock.Instant?
-    @PackedInstant public var connectStart: ContinuousClock.Instant?
-    @PackedInstant public var connectEnd: ContinuousClock.Instant?
-    @PackedInstant public var secureConnectionStart: ContinuousClock.Instant?
-    @PackedInstant public var secureConnectionEnd: ContinuousClock.Instant?
-    @PackedInstant public var requestStart: ContinuousClock.Instant?
-    @PackedInstant public var requestEnd: ContinuousClock.Instant?
-    @PackedInstant public var responseStart: ContinuousClock.Instant?
-    @PackedInstant public var responseEnd: ContinuousClock.Instant?
+    @PackedInstant public var fetchStart: MonotonicInstant?
+    @PackedInstant public var domainLookupStart: MonotonicInstant?
+    @PackedInstant public var domainLookupEnd: MonotonicInstant?
+    @PackedInstant public var connectStart: MonotonicInstant?
+    @PackedInstant public var connectEnd: MonotonicInstant?
+    @PackedInstant public var secureConnectionStart: MonotonicInstant?
+    @PackedInstant public var secureConnectionEnd: MonotonicInstant?
+    @PackedInstant public var requestStart: MonotonicInstant?
+    @PackedInstant public var requestEnd: MonotonicInstant?
+    @PackedInstant public var responseStart: MonotonicInstant?
+    @PackedInstant public var responseEnd: MonotonicInstant?
     /// "http/1.1" or "h2".
     public var networkProtocolName: String?
     /// True when the connection had carried an earlier request.
@@ -79,37 +79,27 @@ public final class ConnectionDetails: Sendable {
     }
 }
 
-/// A `ContinuousClock.Instant?` stored as its offset from a fixed instant of the process, in
-/// sixteen bytes.
-///
-/// `ContinuousClock.Instant` is a resilient type of the standard library: its layout is not
-/// known where it is used, so a struct holding one is copied and destroyed through the
-/// runtime's value witnesses, field by field. A `Duration` is frozen (two integers) and copies
-/// as plain bytes; nil is the least `Duration` (its high word `Int64.min`), which no
-/// difference of two instants comes near, and which keeps the optional's extra byte and
-/// padding out. Converting costs a
-/// call per read or write, and a timestamp is read and written far less often than the
-/// struct holding it is copied. The conversion is exact: an instant is a `Duration` inside.
+/// An optional ``MonotonicInstant`` in one word: nil is `Int64.min` nanoseconds, some 292 years
+/// before boot, which no reading of the clock comes near. A plain optional would take two words
+/// (the flag and its padding), and the metrics record carries eleven of these and is copied a
+/// few times an exchange.
 @propertyWrapper
 public struct PackedInstant: Sendable {
-    /// The instant the offsets count from, read once per process.
-    private static let origin = ContinuousClock.now
-    /// Nil: -2^127 attoseconds, some 5 × 10^21 years. Built from its words, so that making it
-    /// is two stores (the standard library's own initializer for them).
-    @inline(__always) private static var absent: Duration { Duration(_high: .min, low: 0) }
+    @usableFromInline var nanoseconds: Int64
 
-    private var offset: Duration
-
+    @inlinable
     public init() {
-        offset = Self.absent
+        nanoseconds = .min
     }
 
-    public init(wrappedValue: ContinuousClock.Instant?) {
-        offset = wrappedValue.map { Self.origin.duration(to: $0) } ?? Self.absent
+    @inlinable
+    public init(wrappedValue: MonotonicInstant?) {
+        nanoseconds = wrappedValue?.nanoseconds ?? .min
     }
 
-    public var wrappedValue: ContinuousClock.Instant? {
-        get { offset._high == .min ? nil : Self.origin.advanced(by: offset) }
-        set { offset = newValue.map { Self.origin.duration(to: $0) } ?? Self.absent }
+    @inlinable
+    public var wrappedValue: MonotonicInstant? {
+        get { nanoseconds == .min ? nil : MonotonicInstant(nanoseconds: nanoseconds) }
+        set { nanoseconds = newValue?.nanoseconds ?? .min }
     }
 }

@@ -17,9 +17,9 @@ extension HTTP1Connection {
         @exclusivity(unchecked) var body: BodyProgress
         @exclusivity(unchecked) var bodyBytesSent: Int64 = 0
         @exclusivity(unchecked) var readingPaused = false
-        @exclusivity(unchecked) var lastActivity: ContinuousClock.Instant
+        @exclusivity(unchecked) var lastActivity: MonotonicInstant
 
-        init(exchange: HTTPExchange, metrics: ExchangeMetrics, body: BodyProgress, lastActivity: ContinuousClock.Instant) {
+        init(exchange: HTTPExchange, metrics: ExchangeMetrics, body: BodyProgress, lastActivity: MonotonicInstant) {
             self.exchangeSlot = exchange
             self.metrics = metrics
             self.body = body
@@ -35,7 +35,7 @@ extension HTTP1Connection {
         }
 
         /// Starts over for another exchange, as a new object would.
-        func restart(exchange: HTTPExchange, metrics: ExchangeMetrics, body: BodyProgress, lastActivity: ContinuousClock.Instant) {
+        func restart(exchange: HTTPExchange, metrics: ExchangeMetrics, body: BodyProgress, lastActivity: MonotonicInstant) {
             exchangeSlot = exchange
             self.metrics = metrics
             receivedResponseBytes = false

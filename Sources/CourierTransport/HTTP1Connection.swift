@@ -28,14 +28,14 @@ final class HTTP1Connection: TransportStreamDelegate {
     @exclusivity(unchecked) private var sendBuffer = ByteBuffer(capacity: 1024)
     @exclusivity(unchecked) private var timeoutTimer: TimerID?
     /// When `timeoutTimer` fires; kept for the next exchange whose timeout is no earlier.
-    @exclusivity(unchecked) private var timeoutTimerFires: ContinuousClock.Instant?
+    @exclusivity(unchecked) private var timeoutTimerFires: MonotonicInstant?
     /// The pool's idle timer, kept across exchanges (see ``IdleTimer``).
     private lazy var poolIdleTimer = IdleTimer(loop: loop) { [weak self] in
         guard let self else { return }
         pool?.idleTimeoutFired(id)
     }
     @exclusivity(unchecked) private(set) var isClosed = false
-    let establishedAt: ContinuousClock.Instant
+    let establishedAt: MonotonicInstant
     let connectTimings: ConnectTimings
 
     /// Stream-body chunk size read per blocking call.
@@ -470,8 +470,8 @@ final class HTTP1Connection: TransportStreamDelegate {
 
     // MARK: Timers
 
-    private func armTimeout(_ timeout: Duration, deadline: ContinuousClock.Instant?) {
-        var first = ContinuousClock.now + timeout
+    private func armTimeout(_ timeout: Duration, deadline: MonotonicInstant?) {
+        var first = MonotonicInstant.now + timeout
         if let deadline { first = min(first, deadline) }
         if timeoutTimer != nil, let fires = timeoutTimerFires, fires <= first { return }
         cancelTimeout()
@@ -485,7 +485,7 @@ final class HTTP1Connection: TransportStreamDelegate {
         timeoutTimer = nil
         guard let current = active else { return }
         let timeout = current.exchange.request.idleTimeout
-        let now = ContinuousClock.now
+        let now = MonotonicInstant.now
         if let deadline = current.exchange.request.deadline, now >= deadline {
             finishActive(.failure(.timedOut))
             close()

@@ -29,11 +29,11 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         @exclusivity(unchecked) var stash: [UInt8] = []
         @exclusivity(unchecked) var receivedResponseBytes = false
         @exclusivity(unchecked) var trailers: HTTPFields?
-        @exclusivity(unchecked) var lastActivity: ContinuousClock.Instant
+        @exclusivity(unchecked) var lastActivity: MonotonicInstant
         /// The stream ended while its reader was paused: completion waits for the stash.
         @exclusivity(unchecked) var endedWhilePaused = false
 
-        init(exchange: HTTPExchange, metrics: ExchangeMetrics, body: BodySource, lastActivity: ContinuousClock.Instant) {
+        init(exchange: HTTPExchange, metrics: ExchangeMetrics, body: BodySource, lastActivity: MonotonicInstant) {
             self.exchange = exchange
             self.metrics = metrics
             self.body = body
@@ -70,7 +70,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     @exclusivity(unchecked) private(set) var isClosed = false
     /// The one timer for every stream's timeouts, and when it fires (``checkTimeouts()``).
     @exclusivity(unchecked) private var timeoutTimer: TimerID?
-    @exclusivity(unchecked) private var timeoutTimerFires: ContinuousClock.Instant?
+    @exclusivity(unchecked) private var timeoutTimerFires: MonotonicInstant?
     /// The pool's idle timer, kept across streams (see ``IdleTimer``).
     private lazy var poolIdleTimer = IdleTimer(loop: loop) { [weak self] in
         guard let self else { return }
@@ -513,13 +513,13 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     /// may time out; a stream that starts later than that, or ends, costs no timer work. A
     /// timer of each stream's own cost a closure and a timer queue entry to arm, and a cancel
     /// to end, for every request.
-    private func armTimeout(_ timeout: Duration, deadline: ContinuousClock.Instant?) {
-        var first = ContinuousClock.now + timeout
+    private func armTimeout(_ timeout: Duration, deadline: MonotonicInstant?) {
+        var first = MonotonicInstant.now + timeout
         if let deadline { first = min(first, deadline) }
         armTimeoutCheck(at: first)
     }
 
-    private func armTimeoutCheck(at time: ContinuousClock.Instant) {
+    private func armTimeoutCheck(at time: MonotonicInstant) {
         if timeoutTimer != nil, let fires = timeoutTimerFires, fires <= time { return }
         if let timeoutTimer { loop.cancelTimer(timeoutTimer) }
         timeoutTimer = loop.scheduleTimer(at: time) { [weak self] in self?.checkTimeouts() }
@@ -532,9 +532,9 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     private func checkTimeouts() {
         timeoutTimer = nil
         timeoutTimerFires = nil
-        let now = ContinuousClock.now
+        let now = MonotonicInstant.now
         var expired: [Int32] = []
-        var next: ContinuousClock.Instant?
+        var next: MonotonicInstant?
         for (streamID, current) in streams {
             let timeout = current.exchange.request.idleTimeout
             let deadline = current.exchange.request.deadline

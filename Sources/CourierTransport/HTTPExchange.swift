@@ -69,7 +69,7 @@ public final class HTTPExchange: Sendable {
     /// Everything the exchange knows, guarded by its mutex.
     let state = Mutex(State())
     /// When the exchange entered the transport; loop threads add the rest.
-    let createdAt = ContinuousClock.now
+    let createdAt = MonotonicInstant.now
 
     init(request: TransportRequest, delegate: HTTPExchangeDelegate) {
         self.request = request

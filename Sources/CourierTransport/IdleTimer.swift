@@ -15,9 +15,9 @@ final class IdleTimer {
     private let onExpiry: () -> Void
     @exclusivity(unchecked) private var timer: TimerID?
     /// When the armed timer fires.
-    @exclusivity(unchecked) private var firesAt: ContinuousClock.Instant?
+    @exclusivity(unchecked) private var firesAt: MonotonicInstant?
     /// When the current idle period has lasted the whole delay; nil while busy.
-    @exclusivity(unchecked) private var due: ContinuousClock.Instant?
+    @exclusivity(unchecked) private var due: MonotonicInstant?
 
     /// `onExpiry` runs on `loop` once the connection has been idle for the whole delay.
     init(loop: EventLoop, onExpiry: @escaping () -> Void) {
@@ -28,7 +28,7 @@ final class IdleTimer {
     /// The connection is idle from now: `onExpiry` runs after `delay` unless ``stop()`` comes
     /// first.
     func start(after delay: Duration) {
-        let due = ContinuousClock.now + delay
+        let due = MonotonicInstant.now + delay
         self.due = due
         if timer != nil, let firesAt, firesAt <= due { return }
         cancelArmed()
@@ -46,7 +46,7 @@ final class IdleTimer {
         cancelArmed()
     }
 
-    private func arm(at instant: ContinuousClock.Instant) {
+    private func arm(at instant: MonotonicInstant) {
         firesAt = instant
         timer = loop.scheduleTimer(at: instant) { [weak self] in self?.fired() }
     }
@@ -61,7 +61,7 @@ final class IdleTimer {
         timer = nil
         firesAt = nil
         guard let due else { return }
-        if ContinuousClock.now >= due {
+        if MonotonicInstant.now >= due {
             self.due = nil
             onExpiry()
         } else {

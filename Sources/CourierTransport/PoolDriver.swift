@@ -17,10 +17,10 @@ final class PoolDriver: Sendable {
         var connections = IdentifierMap<PoolConnectionID, ConnectionHandle>()
         var nextRequestID = 0
         /// When each request still waiting for a connection times out.
-        var waitDeadlines = IdentifierMap<PoolRequestID, ContinuousClock.Instant>()
+        var waitDeadlines = IdentifierMap<PoolRequestID, MonotonicInstant>()
         /// The time the current wait timer fires, and its generation: a timer whose
         /// generation is no longer current does nothing.
-        var waitTimer: (at: ContinuousClock.Instant, generation: Int)?
+        var waitTimer: (at: MonotonicInstant, generation: Int)?
         var waitTimerGeneration = 0
         /// ``retire()`` ran: an exchange that reaches this pool now (its caller found the pool
         /// just before the transport let it go) goes to a new pool instead.
@@ -58,7 +58,7 @@ final class PoolDriver: Sendable {
     /// URLSession's request timeout covers the wait for a connection: a request still waiting
     /// when its idle timeout or deadline passes fails as timed out.
     func submit(_ exchange: HTTPExchange, requiresNewConnection: Bool = false, entry: LoopEntry = .queued) {
-        var waitTimer: (at: ContinuousClock.Instant, generation: Int)?
+        var waitTimer: (at: MonotonicInstant, generation: Int)?
         var retired = false
         let actions = state.withLock { state -> [Action]? in
             if state.retired {
@@ -78,7 +78,7 @@ final class PoolDriver: Sendable {
             state.exchanges[id] = exchange
             let actions = state.machine.requestQueued(id, requiresNewConnection: requiresNewConnection)
             if !actions.contains(where: { if case .executeRequest(id, _) = $0 { true } else { false } }) {
-                var deadline = ContinuousClock.now + exchange.request.idleTimeout
+                var deadline = MonotonicInstant.now + exchange.request.idleTimeout
                 if let resourceDeadline = exchange.request.deadline { deadline = min(deadline, resourceDeadline) }
                 state.waitDeadlines[id] = deadline
                 if state.waitTimer.map({ deadline < $0.at }) ?? true {
@@ -108,7 +108,7 @@ final class PoolDriver: Sendable {
         })
     }
 
-    private func armWaitTimer(_ timer: (at: ContinuousClock.Instant, generation: Int)) {
+    private func armWaitTimer(_ timer: (at: MonotonicInstant, generation: Int)) {
         let loop = group.next()
         loop.execute { [self] in
             loop.scheduleTimer(at: timer.at) { [self] in waitTimerFired(generation: timer.generation) }
@@ -118,14 +118,14 @@ final class PoolDriver: Sendable {
     /// Fails the requests whose wait has outlasted their timeout, and arms the timer for the
     /// next one to expire.
     private func waitTimerFired(generation: Int) {
-        let now = ContinuousClock.now
+        let now = MonotonicInstant.now
         var expired: [HTTPExchange] = []
         var actions: [Action] = []
-        var next: (at: ContinuousClock.Instant, generation: Int)?
+        var next: (at: MonotonicInstant, generation: Int)?
         state.withLock { state in
             guard state.waitTimer?.generation == generation else { return }
             state.waitTimer = nil
-            var earliest: ContinuousClock.Instant?
+            var earliest: MonotonicInstant?
             for (id, deadline) in state.waitDeadlines {
                 if deadline <= now {
                     state.waitDeadlines[id] = nil

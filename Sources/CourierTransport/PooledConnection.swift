@@ -65,10 +65,10 @@ extension HTTPExchange {
 /// When a connection was dialed: the name lookup (nil for a numeric host) and the connect
 /// (through the proxy's tunnel, when there is one); and the proxy it goes through.
 struct ConnectTimings: Sendable {
-    var resolutionStart: ContinuousClock.Instant?
-    var resolutionEnd: ContinuousClock.Instant?
-    var start: ContinuousClock.Instant
-    var end: ContinuousClock.Instant
+    var resolutionStart: MonotonicInstant?
+    var resolutionEnd: MonotonicInstant?
+    var start: MonotonicInstant
+    var end: MonotonicInstant
     var proxy: ProxyServer?
 }
 

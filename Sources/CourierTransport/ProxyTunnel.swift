@@ -36,7 +36,7 @@ final class ProxyTunnel: StreamChannelDelegate {
     /// Opens a CONNECT tunnel to `origin`, sending `authorization` as `Proxy-Authorization`.
     static func connect(
         channel: StreamChannel, proxy: ProxyServer, origin: Origin, authorization: String?,
-        deadline: ContinuousClock.Instant, completion: @escaping Completion
+        deadline: MonotonicInstant, completion: @escaping Completion
     ) {
         let target = origin.hostAndPort
         // Both go on the request as they are: a CR or LF in either would add lines to it.
@@ -62,7 +62,7 @@ final class ProxyTunnel: StreamChannelDelegate {
     /// Opens a SOCKS5 tunnel to `destination:port`.
     static func socks5(
         channel: StreamChannel, proxy: ProxyServer, destination: SOCKS5Destination, port: UInt16,
-        deadline: ContinuousClock.Instant, completion: @escaping Completion
+        deadline: MonotonicInstant, completion: @escaping Completion
     ) {
         let handshake: SOCKS5Handshake
         do throws(SOCKS5Error) {
@@ -76,7 +76,7 @@ final class ProxyTunnel: StreamChannelDelegate {
         tunnel.start(sending: handshake.greeting(), deadline: deadline, completion: completion)
     }
 
-    private func start(sending bytes: [UInt8], deadline: ContinuousClock.Instant, completion: @escaping Completion) {
+    private func start(sending bytes: [UInt8], deadline: MonotonicInstant, completion: @escaping Completion) {
         self.completion = completion
         channel.delegate = self
         // The tunnel holds itself through the timer and the channel until it ends.

@@ -42,7 +42,7 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
     @exclusivity(unchecked) private var writeFinished = false
     private let sessionCache: TLSSessionCache
     @exclusivity(unchecked) private var trusted = false
-    private let handshakeStart = ContinuousClock.now
+    private let handshakeStart = MonotonicInstant.now
     private let securityDelegate: ConnectionSecurityDelegate?
     /// Finds the request a challenge is for (the oldest one waiting), at the time it is raised.
     private let exchangeForChallenge: () -> HTTPExchange?
@@ -75,7 +75,7 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
 
     /// Starts the handshake; `completion` runs once on the loop. The handshake, the delegate's
     /// decisions included, must be over by `deadline`, or it fails as timed out.
-    func startHandshake(deadline: ContinuousClock.Instant, _ completion: @escaping HandshakeCompletion) {
+    func startHandshake(deadline: MonotonicInstant, _ completion: @escaping HandshakeCompletion) {
         self.completion = completion
         handshakeTimer = loop.scheduleTimer(at: deadline) { [weak self] in
             guard let self else { return }

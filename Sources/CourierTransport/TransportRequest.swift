@@ -155,7 +155,7 @@ public struct TransportRequest: Sendable {
     /// Longest silence (no byte sent or received) before the request fails as timed out.
     public var idleTimeout: Duration
     /// When the whole transfer must be over (the resource timeout); nil for none.
-    @PackedInstant public var deadline: ContinuousClock.Instant?
+    @PackedInstant public var deadline: MonotonicInstant?
     /// Whether to record the timings of ``ExchangeMetrics`` and the connection's details
     /// (addresses, TLS version and cipher suite, proxy); byte counts, the protocol name and
     /// reuse are always recorded. Off saves a clock read per step and the details' copies

@@ -21,8 +21,8 @@ struct TLSDetails: Sendable {
     var cipherName: String?
     var applicationProtocol: String?
     var isSessionResumed: Bool
-    var handshakeStart: ContinuousClock.Instant
-    var handshakeEnd: ContinuousClock.Instant
+    var handshakeStart: MonotonicInstant
+    var handshakeEnd: MonotonicInstant
 }
 
 /// A connected byte stream on one event loop: plain TCP or TLS over it.

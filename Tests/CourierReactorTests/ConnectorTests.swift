@@ -10,7 +10,7 @@ private typealias Outcome = Result<ConnectedSocket, ConnectError>
 /// A dial's outcomes (there must be exactly one) and when each arrived.
 private struct Completion: Sendable {
     var outcome: Outcome
-    var at: ContinuousClock.Instant
+    var at: MonotonicInstant
     var onLoop: Bool
 }
 
@@ -58,7 +58,7 @@ private struct TestListener: Sendable {
 
 /// Starts a `Connector` on the loop; returns it (for cancelling) and the recorder of outcomes.
 private func startDial(
-    _ target: Connector.Target, on loop: EventLoop, deadline: ContinuousClock.Instant
+    _ target: Connector.Target, on loop: EventLoop, deadline: MonotonicInstant
 ) async throws -> (LoopBound<Connector>, Recorder<Completion>) {
     let completions = Recorder<Completion>()
     let connector = try await onLoop(loop) {
@@ -233,7 +233,7 @@ private func remoteAddress(of socket: ConnectedSocket, on loop: EventLoop) async
             try Test.cancel("the kernel completed a handshake past a full backlog (SYN cookies?); cannot make a connect hang")
         }
 
-        let deadline = ContinuousClock.now + .milliseconds(300)
+        let deadline = MonotonicInstant.now + .milliseconds(300)
         let (_, completions) = try await startDial(.host("127.0.0.1", port: port), on: loop, deadline: deadline)
         // A loaded machine may run the loop seconds late: only a minute's lateness is a fault.
         let all = await completions.wait(for: 1, timeout: .seconds(90))
@@ -290,7 +290,7 @@ private func remoteAddress(of socket: ConnectedSocket, on loop: EventLoop) async
         let server = try await TestListener(.v4(host: loopback4, port: 0), on: loop)
         let completions = Recorder<Completion>()
         let port = server.port
-        let deadline = ContinuousClock.now + .milliseconds(200)
+        let deadline = MonotonicInstant.now + .milliseconds(200)
         try await onLoop(loop) {
             let connector = Connector(target: .host("127.0.0.1", port: port), loop: loop)
             connector.start(deadline: deadline) { outcome in

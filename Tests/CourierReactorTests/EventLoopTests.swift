@@ -18,8 +18,8 @@ private struct Stamp: Sendable {
 /// When a timer ran, against when it was due.
 private struct Firing: Sendable {
     var label: String
-    var deadline: ContinuousClock.Instant
-    var firedAt: ContinuousClock.Instant
+    var deadline: MonotonicInstant
+    var firedAt: MonotonicInstant
 }
 
 @Suite struct EventLoopTests {
@@ -150,7 +150,7 @@ private struct Firing: Sendable {
         defer { loop.shutdown() }
         let firings = Recorder<Firing>()
         try await onLoop(loop) {
-            let base = ContinuousClock.now
+            let base = MonotonicInstant.now
             let plan: [(String, Int)] = [("c", 150), ("a", 50), ("b1", 100), ("b2", 100), ("now", 0), ("d", 200)]
             for (label, milliseconds) in plan {
                 let deadline = base + .milliseconds(milliseconds)
@@ -171,9 +171,9 @@ private struct Firing: Sendable {
     @Test func timerAfterADelayNeverFiresEarly() async throws {
         let loop = try EventLoop(name: "test-delay")
         defer { loop.shutdown() }
-        let firedAt = Recorder<ContinuousClock.Instant>()
+        let firedAt = Recorder<MonotonicInstant>()
         let scheduledAt = try await onLoop(loop) {
-            let start = ContinuousClock.now
+            let start = MonotonicInstant.now
             loop.scheduleTimer(after: .milliseconds(30)) { firedAt.record(.now) }
             return start
         }
@@ -240,7 +240,7 @@ private struct Firing: Sendable {
         defer { loop.shutdown() }
         let events = Recorder<String>()
         try await onLoop(loop) {
-            let deadline = ContinuousClock.now + .milliseconds(20)
+            let deadline = MonotonicInstant.now + .milliseconds(20)
             let second = TimerSlot()
             loop.scheduleTimer(at: deadline) {
                 events.record("first")
@@ -279,7 +279,7 @@ private struct Firing: Sendable {
         defer { loop.shutdown() }
         let fired = Recorder<Int>()
         try await onLoop(loop) {
-            let base = ContinuousClock.now
+            let base = MonotonicInstant.now
             // Deadlines in a scrambled order over 100 ms, several sharing an instant.
             for index in 0..<200 {
                 let slot = (index * 37) % 50

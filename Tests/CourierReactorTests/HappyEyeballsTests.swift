@@ -21,10 +21,10 @@ private let timedOut = SystemError("connect", code: ETIMEDOUT)
 
 /// One race on a manual clock: instants are a fixed base plus whole milliseconds.
 private final class Race {
-    let base = ContinuousClock.now
+    let base = MonotonicInstant.now
     var machine = HappyEyeballs()
 
-    func at(_ milliseconds: Int) -> ContinuousClock.Instant { base + .milliseconds(milliseconds) }
+    func at(_ milliseconds: Int) -> MonotonicInstant { base + .milliseconds(milliseconds) }
 
     func start() -> [HappyEyeballs.Action] { machine.start(now: at(0)) }
 

@@ -6,10 +6,10 @@ import _CourierTestSupport
 /// milliseconds, so nothing here depends on how fast the machine runs. A class, so the
 /// queue's mutating calls read naturally inside `#expect`.
 final class ManualTimerQueue<Work> {
-    let base = ContinuousClock.now
+    let base = MonotonicInstant.now
     var queue = TimerQueue<Work>()
 
-    func at(_ milliseconds: Int) -> ContinuousClock.Instant {
+    func at(_ milliseconds: Int) -> MonotonicInstant {
         base + .milliseconds(milliseconds)
     }
 
