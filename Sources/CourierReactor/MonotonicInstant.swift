@@ -7,7 +7,8 @@ import Glibc
 /// standard library's instant is a resilient type, so every copy or destruction of a value that
 /// holds one (an optional deadline, a state machine's action, a metrics record) goes through
 /// runtime value witnesses and a metadata lookup; this one is a plain integer to the compiler.
-/// The callgrind profile of W1 h1 put that at about 2,000 instructions a request.
+/// Moving the stack to this type took a W1 h1 request from 53,913 to 48,336 instructions
+/// (callgrind, courier-bench).
 ///
 /// Arithmetic saturates: a deadline a `Duration` of centuries away is the far end of the range
 /// (about 292 years either side of boot), never a trap. Public metrics leave the stack as `Date`s.
