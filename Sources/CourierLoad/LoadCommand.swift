@@ -122,7 +122,11 @@ struct LoadCommand: ParsableCommand {
                 bodyBytes = Data(data.utf8)
             }
         }
-        let head = HTTPRequestHead(method: HTTPMethod(method), target: target, authority: origin.authority, scheme: scheme.rawValue, fields: fields)
+        // Checked once, here: a bad -H stops the run at once with its reason rather than failing
+        // every request, and the transport's check of each request skips fields marked checked.
+        let checkedFields: HTTPFields
+        do { checkedFields = try fields.validated() } catch { throw ValidationError("bad header: \(error)") }
+        let head = HTTPRequestHead(method: HTTPMethod(method), target: target, authority: origin.authority, scheme: scheme.rawValue, fields: checkedFields)
         let timeout = LoadCommand.parseDuration(timeout) ?? .seconds(10)
 
         var configuration = HTTPTransport.Configuration()

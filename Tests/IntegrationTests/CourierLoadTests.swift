@@ -167,6 +167,14 @@ struct CourierLoadTests {
         #expect(lines.contains { $0.hasPrefix("Requests/sec: ") })
     }
 
+    /// A header that could not go on the wire stops the run before any request, with its reason.
+    @Test func refusesABadHeaderAtOnce() throws {
+        let run = try #require(try runCourier(["-n", "3", "-H", "Bad Name: x", nginx.url("/files/hello.txt").absoluteString], program: "courier-load"))
+        #expect(run.status == 64)
+        #expect(run.stderr.contains("bad header"))
+        #expect(run.stderr.contains("Bad Name"))
+    }
+
     @Test func refusesPipeliningOverHTTP2() throws {
         let run = try #require(try runCourier(["-P", "2", "--h2c", "http://127.0.0.1:1/"], program: "courier-load"))
         #expect(run.status == 64)
