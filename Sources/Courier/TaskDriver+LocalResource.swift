@@ -61,20 +61,34 @@ extension TaskDriver {
 /// Reads one `data:` or `file:` resource for a task, a chunk at a time on the blocking pool (a
 /// file is never read whole), and stops while the task's reading is paused.
 final class LocalLoad: Sendable {
-    /// True for a `data:` or `file:` URL, the schemes loaded here. Asked of every request,
-    /// so it compares the scheme's bytes without making a lower-cased copy.
+    /// True for a `data:` or `file:` URL, the schemes loaded here. Asked of every request, so
+    /// it compares bytes without making a lower-cased copy, and for a URL without a base it reads
+    /// the first five bytes of the URL's own string: Foundation's `scheme` costs some 600
+    /// instructions a call, a tenth of the rest of this check.
     static func loads(_ url: URL) -> Bool {
-        guard let scheme = url.scheme, scheme.utf8.count == 4 else { return false }
-        func matches(_ name: StaticString) -> Bool {
-            var index = 0
-            for byte in scheme.utf8 {
-                guard byte | 0x20 == name.utf8Start[index] else { return false }
-                index += 1
+        if url.baseURL == nil {
+            let string = url.absoluteString
+            if let answer = string.utf8.withContiguousStorageIfAvailable({ bytes -> Bool in
+                guard bytes.count >= 5, bytes[4] == UInt8(ascii: ":") else { return false }
+                return matches(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes)[0..<4]))
+            }) {
+                return answer
             }
+        }
+        guard let scheme = url.scheme, scheme.utf8.count == 4 else { return false }
+        var copy = scheme
+        return copy.withUTF8 { matches(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// True when the four bytes are `data` or `file`, in any case.
+    private static func matches(_ scheme: UnsafeRawBufferPointer) -> Bool {
+        func equals(_ name: StaticString) -> Bool {
+            for index in 0..<4 where scheme[index] | 0x20 != name.utf8Start[index] { return false }
             return true
         }
-        return matches("data") || matches("file")
+        return equals("data") || equals("file")
     }
+
     /// Bytes read and delivered at a time.
     static let chunkBytes = 64 * 1024
 

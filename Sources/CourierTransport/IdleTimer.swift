@@ -48,7 +48,11 @@ final class IdleTimer {
 
     private func arm(at instant: MonotonicInstant) {
         firesAt = instant
-        timer = loop.scheduleTimer(at: instant) { [weak self] in self?.fired() }
+        // A strong capture: the loop holds the closure only until the timer fires or is
+        // cancelled, and a timer that outlives its connection finds `onExpiry`'s weak reference
+        // gone. A weak one would give this object a side table, and every retain and release
+        // of it (several a request, through the connection's lazy property) the slow path.
+        timer = loop.scheduleTimer(at: instant) { self.fired() }
     }
 
     private func cancelArmed() {
