@@ -117,6 +117,25 @@ struct HTTP2SessionTests {
         #expect(link.recorder.closed[stream] == .some(nil))
     }
 
+    @Test("every HTTP/1-only field is dropped whatever its case; TE: trailers is kept; names go lower-case, values as they are")
+    func connectionFieldsDroppedInAnyCase() throws {
+        let link = try Link()
+        var fields = HTTPFields()
+        for name in ["KEEP-ALIVE", "Proxy-Connection", "upgrade", "Content-Length", "connection", "HOST", "transfer-encoding"] {
+            fields.append(name: name, value: "x")
+        }
+        fields.append(name: "TE", value: "Trailers")
+        fields.append(name: "Accept-Language", value: "en-GB, fr;q=0.5")
+        fields.append(name: "x-already-lower", value: "Mixed Case Value")
+        fields.append(name: "Keep-Alives", value: "kept: one byte longer than keep-alive")
+        let stream = try link.get("/", fields: fields)
+        try link.pump()
+        let request = try #require(link.server.requests[stream])
+        let regular = request.headers.filter { !$0.0.hasPrefix(":") }
+        #expect(regular.map(\.0) == ["te", "accept-language", "x-already-lower", "keep-alives"])
+        #expect(regular.map(\.1) == ["Trailers", "en-GB, fr;q=0.5", "Mixed Case Value", "kept: one byte longer than keep-alive"])
+    }
+
     @Test("100 concurrent streams with interleaved DATA all complete intact")
     func manyStreams() throws {
         let link = try Link()
