@@ -26,7 +26,7 @@ struct LoadStats: Sendable {
     var failed: Int { errors.values.reduce(0, +) }
 
     mutating func record(latencyFrom start: MonotonicInstant, to end: MonotonicInstant) {
-        let nanoseconds = UInt64(max(0, (end - start).nanoseconds))
+        let nanoseconds = UInt64(max(0, end.nanoseconds &- start.nanoseconds))
         _ = latencies.record(min(nanoseconds, latencies.highestTrackableValue))
     }
 

@@ -472,12 +472,11 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     private func waitTimeout() -> Int32 {
         if !localJobs.isEmpty { return 0 }
         guard let deadline = timers.nextDeadline() else { return -1 }
-        let remaining = deadline - .now
-        if remaining <= .zero { return 0 }
-        let (seconds, attoseconds) = remaining.components
+        // In whole nanoseconds, as instants are; a `Duration` would divide in 128 bits at every wait.
+        let remaining = MonotonicInstant.saturated(deadline.nanoseconds.subtractingReportingOverflow(MonotonicInstant.now.nanoseconds))
+        if remaining <= 0 { return 0 }
         // Round up so a timer never fires before its deadline.
-        let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
-        return Int32(clamping: milliseconds)
+        return Int32(clamping: remaining / 1_000_000 + (remaining % 1_000_000 == 0 ? 0 : 1))
     }
 }
 

@@ -32,15 +32,21 @@ public struct MonotonicInstant: Comparable, Hashable, Sendable, CustomStringConv
 
     @inlinable @inline(__always)
     public func advanced(by duration: Duration) -> MonotonicInstant {
-        let (sum, overflow) = nanoseconds.addingReportingOverflow(Self.nanoseconds(in: duration))
-        return MonotonicInstant(nanoseconds: overflow ? (sum < 0 ? .max : .min) : sum)
+        MonotonicInstant(nanoseconds: Self.saturated(nanoseconds.addingReportingOverflow(Self.nanoseconds(in: duration))))
     }
 
     /// The time from `self` to `other`, negative when `other` comes first.
     @inlinable @inline(__always)
     public func duration(to other: MonotonicInstant) -> Duration {
-        let (difference, overflow) = other.nanoseconds.subtractingReportingOverflow(nanoseconds)
-        return .nanoseconds(overflow ? (difference < 0 ? Int64.max : Int64.min) : difference)
+        .nanoseconds(Self.saturated(other.nanoseconds.subtractingReportingOverflow(nanoseconds)))
+    }
+
+    /// The result of an addition or subtraction, or the end of the range it overflowed past (a
+    /// wrapped result has the opposite sign of the true one).
+    @inlinable @inline(__always)
+    static func saturated(_ result: (partialValue: Int64, overflow: Bool)) -> Int64 {
+        guard result.overflow else { return result.partialValue }
+        return result.partialValue < 0 ? .max : .min
     }
 
     /// `duration` in whole nanoseconds (the sub-nanosecond part dropped, towards zero), clamped to
@@ -76,8 +82,7 @@ public struct MonotonicInstant: Comparable, Hashable, Sendable, CustomStringConv
 
     @inlinable @inline(__always)
     public static func - (lhs: MonotonicInstant, rhs: Duration) -> MonotonicInstant {
-        let (difference, overflow) = lhs.nanoseconds.subtractingReportingOverflow(nanoseconds(in: rhs))
-        return MonotonicInstant(nanoseconds: overflow ? (difference < 0 ? .max : .min) : difference)
+        MonotonicInstant(nanoseconds: saturated(lhs.nanoseconds.subtractingReportingOverflow(nanoseconds(in: rhs))))
     }
 
     @inlinable @inline(__always)

@@ -7,8 +7,8 @@ import CourierReactor
 /// The struct is copied a few times an exchange (into the connection's record of it, into the
 /// completion, to the task), so it is kept small and nearly free of references: its instants
 /// are ``PackedInstant``s (eight bytes each, where an optional instant takes sixteen), and what
-/// belongs to the connection rather than to the exchange (TLS, proxy, addresses) is one shared ``ConnectionDetails``, made once per
-/// connection.
+/// belongs to the connection rather than to the exchange (TLS, proxy, addresses) is one shared
+/// ``ConnectionDetails``, made once per connection.
 public struct ExchangeMetrics: Sendable {
     /// When the exchange was handed to the transport.
     @PackedInstant public var fetchStart: MonotonicInstant?

@@ -120,14 +120,11 @@ struct HTTP2SessionTests {
     @Test("every HTTP/1-only field is dropped whatever its case; TE: trailers is kept; names go lower-case, values as they are")
     func connectionFieldsDroppedInAnyCase() throws {
         let link = try Link()
-        var fields = HTTPFields()
-        for name in ["KEEP-ALIVE", "Proxy-Connection", "upgrade", "Content-Length", "connection", "HOST", "transfer-encoding"] {
-            fields.append(name: name, value: "x")
-        }
-        fields.append(name: "TE", value: "Trailers")
-        fields.append(name: "Accept-Language", value: "en-GB, fr;q=0.5")
-        fields.append(name: "x-already-lower", value: "Mixed Case Value")
-        fields.append(name: "Keep-Alives", value: "kept: one byte longer than keep-alive")
+        let dropped = ["KEEP-ALIVE", "Proxy-Connection", "upgrade", "Content-Length", "connection", "HOST", "transfer-encoding"]
+        let fields = HTTPFields(dropped.map { ($0, "x") } + [
+            ("TE", "Trailers"), ("Accept-Language", "en-GB, fr;q=0.5"), ("x-already-lower", "Mixed Case Value"),
+            ("Keep-Alives", "kept: one byte longer than keep-alive"),
+        ])
         let stream = try link.get("/", fields: fields)
         try link.pump()
         let request = try #require(link.server.requests[stream])
