@@ -5,29 +5,37 @@
 # listed in scripts/api-parity-exclusions.txt (each with its reason after a '#') counts as
 # present.
 #
-#   scripts/api-parity.sh [--list] [--report]
+#   scripts/api-parity.sh [--list] [--report] [--sanitized address|thread]
 #
-# --list prints every missing path. Exit status: 0 when nothing is missing, 1 when something
+# --list prints every missing path. --sanitized reads the module from that sanitizer's build
+# (the test command's; see scripts/lib/sanitized-build.sh) instead of making a debug build. Exit status: 0 when nothing is missing, 1 when something
 # is (0 with --report, which only tells), 2 when the graphs cannot be made.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 list=0 report=0
-for argument in "$@"; do
-  case "$argument" in
+build_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
     --list) list=1 ;;
     --report) report=1 ;;
-    *) echo "usage: scripts/api-parity.sh [--list] [--report]" >&2; exit 2 ;;
+    --sanitized)
+      . scripts/lib/sanitized-build.sh
+      sanitized_build_args "${2:-}" || exit 2
+      shift
+      ;;
+    *) echo "usage: scripts/api-parity.sh [--list] [--report] [--sanitized address|thread]" >&2; exit 2 ;;
   esac
+  shift
 done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-if ! swift build --target Courier >"$work/build.log" 2>&1; then
+if ! swift build "${build_args[@]}" --target Courier >"$work/build.log" 2>&1; then
   grep -m5 'error:' "$work/build.log" >&2
   echo "api-parity: the Courier module does not build" >&2
   exit 2
 fi
 toolchain_lib="$(dirname "$(readlink -f "$(command -v swift)")")/../lib/swift/linux"
-bin="$(swift build --show-bin-path)"
+bin="$(swift build "${build_args[@]}" --show-bin-path)"
 includes=()
 for dir in Sources/C*/ Sources/C*/include; do [ -d "$dir" ] && includes+=(-I "$dir"); done
 mkdir -p "$work/foundation" "$work/courier"

@@ -11,7 +11,9 @@
 #   scripts/autobahn.sh --cases "1.*,2.*"    # only these (Autobahn's id patterns, comma-separated)
 #   scripts/autobahn.sh --skip-deflate       # leave out 12.* and 13.* (301 cases, under a minute)
 #   scripts/autobahn.sh --build              # rebuild courier-autobahn first (else built only when missing)
-#   scripts/autobahn.sh --debug              # the debug build of courier-autobahn (the test command's)
+#   scripts/autobahn.sh --debug              # the debug build of courier-autobahn
+#   scripts/autobahn.sh --sanitized address  # its AddressSanitizer build (the test command's; see
+#                                            # scripts/lib/sanitized-build.sh)
 #   scripts/autobahn.sh --timeout 300        # seconds before the client gives up on a case (120)
 #
 # Nearly all the time goes to the 216 permessage-deflate cases: each sends 1000 messages (of up
@@ -38,6 +40,7 @@ patterns="*"
 skip_deflate=0
 rebuild=0
 configuration=release
+sanitizer=""
 timeout=120
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -46,6 +49,7 @@ while [ $# -gt 0 ]; do
     --skip-deflate) skip_deflate=1; shift ;;
     --build) rebuild=1; shift ;;
     --debug) configuration=debug; shift ;;
+    --sanitized) sanitizer="${2:?--sanitized needs address or thread}"; configuration=debug; shift 2 ;;
     --timeout) timeout="${2:?--timeout needs seconds}"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "autobahn.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -179,11 +183,17 @@ ensure_client() {
     return
   fi
   # The path SwiftPM links the build to (asking SwiftPM would wait for any build under way).
-  client="$root/.build/$configuration/courier-autobahn"
+  local build_args=(-c "$configuration") scratch=.build
+  if [ -n "$sanitizer" ]; then
+    . scripts/lib/sanitized-build.sh
+    sanitized_build_args "$sanitizer"
+    scratch=".build-$sanitizer"
+  fi
+  client="$root/$scratch/$configuration/courier-autobahn"
   if [ "$rebuild" = 1 ] || [ ! -x "$client" ]; then
     scripts/lib/ensure-system.sh build >/dev/null
-    echo "Building courier-autobahn ($configuration)"
-    swift build -c "$configuration" --product courier-autobahn
+    echo "Building courier-autobahn ($configuration${sanitizer:+, $sanitizer sanitizer})"
+    swift build "${build_args[@]}" --product courier-autobahn
   fi
 }
 

@@ -5,7 +5,9 @@
 #
 #   scripts/soak.sh                      # the full soak (about ten minutes on 2 cores)
 #   scripts/soak.sh --requests 10000     # a short one
-#   scripts/soak.sh --debug --requests 10000   # the test command's: on the debug build
+#   scripts/soak.sh --debug --requests 10000   # on the debug build
+#   scripts/soak.sh --sanitized address --requests 10000   # the test command's: on its
+#                                        # AddressSanitizer build (scripts/lib/sanitized-build.sh)
 #
 # It prints, per tenth of the run, the request rate and the resident memory, then whether every
 # task completed exactly once, the open file descriptors before and after, and the download
@@ -24,12 +26,17 @@ cleanup() {
   rmdir "$PWD/.test-run" 2>/dev/null || true
 }
 trap cleanup EXIT
-# --debug: the debug build the test command already made (a short soak there), else release.
-configuration=release
-if [ "${1:-}" = "--debug" ]; then
-  configuration=debug
-  shift
-fi
-swift build -c "$configuration" --product courier-soak >/dev/null
+# --debug: the debug build; --sanitized address|thread: that sanitizer's build, which the test
+# command already made (a short soak there); else release.
+build_args=(-c release)
+case "${1:-}" in
+  --debug) build_args=(-c debug); shift ;;
+  --sanitized)
+    . scripts/lib/sanitized-build.sh
+    sanitized_build_args "${2:?--sanitized needs address or thread}"
+    shift 2
+    ;;
+esac
+swift build "${build_args[@]}" --product courier-soak >/dev/null
 [ $# -eq 0 ] && set -- --requests 1000000
-"$(swift build -c "$configuration" --show-bin-path)/courier-soak" "$@"
+"$(swift build "${build_args[@]}" --show-bin-path)/courier-soak" "$@"

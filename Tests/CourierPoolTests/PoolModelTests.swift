@@ -57,7 +57,9 @@ func digestCode(_ action: Action) -> Int {
 }
 
 /// The driver's view of the world, checked against every action the pool returns.
-struct PoolSimulation {
+/// A class: a debug build copies a struct this size (two dozen fields) whenever a mutating
+/// method calls a plain one on it, which made the model test several times slower.
+final class PoolSimulation {
     enum Conn: Equatable {
         case dialing
         case backingOff
@@ -119,10 +121,13 @@ struct PoolSimulation {
         self.scenario = scenario
         self.seed = seed
         rng = SplitMix64(seed: seed)
-        pool = Machine(configuration: scenario.configuration)
+        configuration = scenario.configuration
+        pool = Machine(configuration: configuration)
     }
 
-    var configuration: PoolConfiguration { scenario.configuration }
+    /// The scenario's configuration, made once: read at every step, and a debug build takes
+    /// long to make one.
+    let configuration: PoolConfiguration
     var pendingCount: Int { conns.values.filter { $0 == .dialing || $0 == .backingOff }.count }
     var hasEstablished: Bool { conns.values.contains { $0.isEstablished } }
     func sortedConns(where predicate: (Conn) -> Bool) -> [PoolConnectionID] {
@@ -145,7 +150,7 @@ struct PoolSimulation {
     }
 
     static func run(_ scenario: ModelScenario, seed: UInt64) -> PoolSimulation {
-        var simulation = PoolSimulation(scenario: scenario, seed: seed)
+        let simulation = PoolSimulation(scenario: scenario, seed: seed)
         let length = 1 + simulation.rng.below(200)
         for _ in 0..<length where simulation.problems.isEmpty {
             let event = simulation.randomEvent()
@@ -157,17 +162,17 @@ struct PoolSimulation {
 
     // MARK: Choosing events
 
-    mutating func randomProtocol() -> PoolConnectionProtocol {
+    func randomProtocol() -> PoolConnectionProtocol {
         guard scenario.http2, rng.chance(85) else { return .http1 }
         return .http2(maxConcurrentStreams: rng.inRange(1...3))
     }
 
-    mutating func freshRequest() -> PoolRequestID {
+    func freshRequest() -> PoolRequestID {
         defer { nextRequest += 1 }
         return PoolRequestID(nextRequest)
     }
 
-    mutating func randomEvent() -> PoolEvent {
+    func randomEvent() -> PoolEvent {
         if rng.below(600) == 0 || (isShutDown && rng.below(200) == 0) { return .shutdown }
         let dialing = sortedConns { $0 == .dialing }
         let executing = sortedConns { if case .http1(_?) = $0 { return true } else { return false } }
@@ -216,7 +221,7 @@ struct PoolSimulation {
     }
 
     /// An event that makes no sense for the connection's current state.
-    mutating func wrongStateEvent(for c: PoolConnectionID) -> PoolEvent {
+    func wrongStateEvent(for c: PoolConnectionID) -> PoolEvent {
         var candidates: [PoolEvent] = [.established(c, .http1), .failed(c, DialError(code: 9))]
         switch conns[c]! {
         case .dialing:
@@ -235,7 +240,7 @@ struct PoolSimulation {
 
     // MARK: Performing events
 
-    mutating func perform(_ event: PoolEvent) {
+    func perform(_ event: PoolEvent) {
         step += 1
         self.event = event
         let waitersBefore = waiting
@@ -399,14 +404,14 @@ struct PoolSimulation {
     }
 
     /// Hands the event to the pool and applies its actions to the model.
-    mutating func send(_ event: PoolEvent) -> [Action] {
+    func send(_ event: PoolEvent) -> [Action] {
         let actions = pool.handle(event)
         apply(actions)
         return actions
     }
 
     /// Applies the pool's actions to the model, checking each against the world as it stands.
-    mutating func apply(_ actions: [Action]) {
+    func apply(_ actions: [Action]) {
         for (index, action) in actions.enumerated() {
             switch action {
             case .createConnection(let c):
@@ -497,12 +502,12 @@ struct PoolSimulation {
         }
     }
 
-    mutating func answer(_ r: PoolRequestID, _ how: String) {
+    func answer(_ r: PoolRequestID, _ how: String) {
         check(answered[r] == nil, "\(r) answered twice: \(answered[r] ?? "") and \(how)")
         answered[r] = how
     }
 
-    mutating func checkInvariants() {
+    func checkInvariants() {
         check(pool.connectionCount == conns.count, "connectionCount \(pool.connectionCount), model \(conns.count)")
         check(conns.count <= configuration.maxConnections, "\(conns.count) connections")
         check(pool.waitingCount == waiting.count, "waitingCount \(pool.waitingCount), model \(waiting.count)")
@@ -523,7 +528,7 @@ struct PoolSimulation {
     }
 
     /// Shuts down (if not yet) and finishes everything in flight; then nothing may remain.
-    mutating func drain() {
+    func drain() {
         if !isShutDown { perform(.shutdown) }
         var guardSteps = 0
         while let c = conns.keys.sorted().first, problems.isEmpty, guardSteps < 10_000 {

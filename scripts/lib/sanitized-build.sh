@@ -1,0 +1,24 @@
+# Sourced by the scripts that use a sanitized build (scripts/sanitize.sh, and soak.sh,
+# autobahn.sh and api-parity.sh with --sanitized): the one set of arguments that makes or
+# finds each build, so that a script that only needs what the test command built finds it
+# built instead of starting a build of its own.
+#
+#   sanitized_build_args address|thread   # fills the array build_args
+#
+# Each sanitizer has its own scratch path (.build-address, .build-thread). The debug
+# information is line tables only: a sanitizer's report still names every frame's file and
+# line, and there is less to emit and link than with full debug information (which only a
+# debugger needs).
+sanitized_build_args() {
+  case "$1" in
+    address|thread) ;;
+    *) echo "unknown sanitizer: $1 (address or thread)" >&2; return 2 ;;
+  esac
+  build_args=(--sanitize="$1" --scratch-path ".build-$1" -Xswiftc -gline-tables-only)
+}
+
+# What a sanitized program needs in its environment. AddressSanitizer's leak check is off: at
+# exit it reports what is alive on purpose (shared test servers, a CLI's open connections when
+# it calls exit) and turns every such exit status into 1.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=0}"
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=0}"
