@@ -5,16 +5,16 @@
 #
 #   sanitized_build_args address|thread   # fills the array build_args
 #
-# Each sanitizer has its own scratch path (.build-address, .build-thread). The debug
-# information is line tables only: a sanitizer's report still names every frame's file and
-# line, and there is less to emit and link than with full debug information (which only a
-# debugger needs).
+# Each sanitizer has its own scratch path (.build-address, .build-thread). Line tables only
+# (-gline-tables-only) instead of full debug information made no difference that stood out of
+# this machine's noise: clean AddressSanitizer builds of 588 and 641 s with it against 416 and
+# 503 s without, ThreadSanitizer 456 and 478 s with it against 599 s without.
 sanitized_build_args() {
   case "$1" in
     address|thread) ;;
     *) echo "unknown sanitizer: $1 (address or thread)" >&2; return 2 ;;
   esac
-  build_args=(--sanitize="$1" --scratch-path ".build-$1" -Xswiftc -gline-tables-only)
+  build_args=(--sanitize="$1" --scratch-path ".build-$1")
 }
 
 # What a sanitized program needs in its environment. AddressSanitizer's leak check is off: at
