@@ -8,8 +8,9 @@
 #   scripts/api-parity.sh [--list] [--report] [--sanitized address|thread]
 #
 # --list prints every missing path. --sanitized reads the module from that sanitizer's build
-# (the test command's; see scripts/lib/sanitized-build.sh) instead of making a debug build. Exit status: 0 when nothing is missing, 1 when something
-# is (0 with --report, which only tells), 2 when the graphs cannot be made.
+# (the test command's; see scripts/lib/sanitized-build.sh) instead of making a debug build.
+# Exit status: 0 when nothing is missing, 1 when something is (0 with --report, which only
+# tells), 2 when the graphs cannot be made.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 list=0 report=0

@@ -187,7 +187,7 @@ ensure_client() {
   if [ -n "$sanitizer" ]; then
     . scripts/lib/sanitized-build.sh
     sanitized_build_args "$sanitizer"
-    scratch=".build-$sanitizer"
+    scratch=$build_scratch
   fi
   client="$root/$scratch/$configuration/courier-autobahn"
   if [ "$rebuild" = 1 ] || [ ! -x "$client" ]; then

@@ -3,7 +3,7 @@
 # finds each build, so that a script that only needs what the test command built finds it
 # built instead of starting a build of its own.
 #
-#   sanitized_build_args address|thread   # fills the array build_args
+#   sanitized_build_args address|thread   # fills the array build_args and sets build_scratch
 #
 # Each sanitizer has its own scratch path (.build-address, .build-thread). Line tables only
 # (-gline-tables-only) instead of full debug information made no difference that stood out of
@@ -14,7 +14,8 @@ sanitized_build_args() {
     address|thread) ;;
     *) echo "unknown sanitizer: $1 (address or thread)" >&2; return 2 ;;
   esac
-  build_args=(--sanitize="$1" --scratch-path ".build-$1")
+  build_scratch=".build-$1"
+  build_args=(--sanitize="$1" --scratch-path "$build_scratch")
 }
 
 # What a sanitized program needs in its environment. AddressSanitizer's leak check is off: at
