@@ -7,7 +7,14 @@ import _CourierTestSupport
 /// variable, plus these (the test process never changes its own: tests run in parallel in it).
 /// Either way its `TMPDIR` is ``TestRun/childTemporaryDirectory`` unless `environment` names one.
 /// `input` is the child's standard input (empty when nil).
-func runCourier(_ arguments: [String], environment: [String: String]? = nil, directory workingDirectory: URL? = nil, input: Data? = nil, program: String = "courier") throws -> (status: Int32, stdout: String, stderr: String)? {
+/// The child runs and is waited for on a thread of its own (``onOwnThread(_:)``).
+func runCourier(_ arguments: [String], environment: [String: String]? = nil, directory workingDirectory: URL? = nil, input: Data? = nil, program: String = "courier") async throws -> (status: Int32, stdout: String, stderr: String)? {
+    try await onOwnThread {
+        try runCourierBlocking(arguments, environment: environment, directory: workingDirectory, input: input, program: program)
+    }
+}
+
+private func runCourierBlocking(_ arguments: [String], environment: [String: String]?, directory workingDirectory: URL?, input: Data?, program: String) throws -> (status: Int32, stdout: String, stderr: String)? {
     let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
     let executable = directory.appendingPathComponent(program)
     guard FileManager.default.isExecutableFile(atPath: executable.path) else { return nil }
@@ -16,7 +23,7 @@ func runCourier(_ arguments: [String], environment: [String: String]? = nil, dir
     process.arguments = arguments
     if let workingDirectory { process.currentDirectoryURL = workingDirectory }
     var variables = ProcessInfo.processInfo.environment
-    if let environment {
+    if environment != nil {
         variables = variables.filter { !$0.key.lowercased().hasSuffix("_proxy") }
     }
     variables["TMPDIR"] = TestRun.childTemporaryDirectory.path
@@ -64,61 +71,61 @@ struct CLIAuthenticationTests {
         nginx = try NginxServer.shared()
     }
 
-    func courier(_ arguments: String...) throws -> (status: Int32, stdout: String, stderr: String) {
-        try #require(try runCourier(arguments), "the courier executable is built with the tests")
+    func courier(_ arguments: String...) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try #require(try await runCourier(arguments), "the courier executable is built with the tests")
     }
 
     @Test("-u sends Basic with the first request (httpbin's hidden-basic-auth answers 404 to anyone who waits to be asked)")
-    func basicFirst() throws {
-        let run = try courier("-u", "ann:secret", httpbin.url("/hidden-basic-auth/ann/secret").absoluteString)
+    func basicFirst() async throws {
+        let run = try await courier("-u", "ann:secret", httpbin.url("/hidden-basic-auth/ann/secret").absoluteString)
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout.contains("\"authenticated\": true"))
     }
 
     @Test("--digest answers httpbin's Digest challenge", arguments: ["MD5", "SHA-256", "SHA-512"])
-    func digest(_ algorithm: String) throws {
-        let run = try courier("--digest", "-u", "ben:p4ss", httpbin.url("/digest-auth/auth/ben/p4ss/\(algorithm)").absoluteString)
+    func digest(_ algorithm: String) async throws {
+        let run = try await courier("--digest", "-u", "ben:p4ss", httpbin.url("/digest-auth/auth/ben/p4ss/\(algorithm)").absoluteString)
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout.contains("\"authenticated\": true"))
     }
 
     @Test("--digest does not answer a Basic challenge; --anyauth does")
-    func anyAuth() throws {
+    func anyAuth() async throws {
         let url = nginx.url("/basic/hello.txt").absoluteString
-        let digestOnly = try courier("-f", "--digest", "-u", "courier:open sesame", url)
+        let digestOnly = try await courier("-f", "--digest", "-u", "courier:open sesame", url)
         #expect(digestOnly.status == 22)
-        let any = try courier("--anyauth", "-u", "courier:open sesame", url)
+        let any = try await courier("--anyauth", "-u", "courier:open sesame", url)
         #expect(any.status == 0, "\(any.stderr)")
         #expect(any.stdout == "Hello from nginx\n")
     }
 
     @Test("a wrong password: the 401 is the answer, and -f exits 22")
-    func wrongPassword() throws {
+    func wrongPassword() async throws {
         let url = httpbin.url("/basic-auth/cat/right").absoluteString
-        let plain = try courier("-i", "-u", "cat:wrong", url)
+        let plain = try await courier("-i", "-u", "cat:wrong", url)
         #expect(plain.status == 0)
         #expect(plain.stdout.hasPrefix("HTTP/1.1 401"))
-        let failing = try courier("-f", "--anyauth", "-u", "cat:wrong", url)
+        let failing = try await courier("-f", "--anyauth", "-u", "cat:wrong", url)
         #expect(failing.status == 22)
     }
 
     @Test("after -L to another host, the -u credential is not sent there", arguments: ["--anyauth", "--digest"])
-    func notToAnotherHost(_ mode: String) throws {
+    func notToAnotherHost(_ mode: String) async throws {
         let target = httpbin.url(mode == "--digest" ? "/digest-auth/auth/eve/pw/MD5" : "/basic-auth/eve/pw").absoluteString
             .replacingOccurrences(of: "127.0.0.1", with: "localhost")
         var components = URLComponents(url: httpbin.url("/redirect-to"), resolvingAgainstBaseURL: false)!
         components.queryItems = [URLQueryItem(name: "url", value: target)]
-        let run = try courier("-f", "-L", mode, "-u", "eve:pw", components.url!.absoluteString)
+        let run = try await courier("-f", "-L", mode, "-u", "eve:pw", components.url!.absoluteString)
         #expect(run.status == 22, "\(run.stdout) \(run.stderr)")
         // The same redirect within the host keeps the credential.
         components.queryItems = [URLQueryItem(name: "url", value: target.replacingOccurrences(of: "localhost", with: "127.0.0.1"))]
-        let same = try courier("-f", "-L", mode, "-u", "eve:pw", components.url!.absoluteString)
+        let same = try await courier("-f", "-L", mode, "-u", "eve:pw", components.url!.absoluteString)
         #expect(same.status == 0, "\(same.stderr)")
     }
 
     @Test("-u without a password and no terminal is refused with a message")
-    func noPassword() throws {
-        let run = try courier("-u", "dan", httpbin.url("/basic-auth/dan/x").absoluteString)
+    func noPassword() async throws {
+        let run = try await courier("-u", "dan", httpbin.url("/basic-auth/dan/x").absoluteString)
         #expect(run.status != 0)
         #expect(run.stderr.contains("no password"))
     }

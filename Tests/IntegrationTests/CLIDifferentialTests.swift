@@ -203,7 +203,13 @@ struct CLIDifferentialTests {
 
     var base: String { nginx.baseURL.absoluteString.trimmingCharacters(in: CharacterSet(charactersIn: "/")) }
 
-    func run(_ executable: URL, _ arguments: [String], input: Data?) throws -> Run {
+    /// The child runs and is waited for on a thread of its own (``onOwnThread(_:)``).
+    func run(_ executable: URL, _ arguments: [String], input: Data?) async throws -> Run {
+        let base = self.base
+        return try await onOwnThread { try Self.runBlocking(executable, arguments, input: input, base: base) }
+    }
+
+    static func runBlocking(_ executable: URL, _ arguments: [String], input: Data?, base: String) throws -> Run {
         let directory = TestRun.makeDirectory("differential")
         defer { try? FileManager.default.removeItem(at: directory) }
         let inputFile = directory.appendingPathComponent("input.txt")
@@ -214,7 +220,7 @@ struct CLIDifferentialTests {
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: privateFile.path)
         try FileManager.default.createSymbolicLink(atPath: directory.appendingPathComponent("link.txt").path, withDestinationPath: "partial.txt")
         let configFile = directory.appendingPathComponent("config.txt")
-        try Data(Self.config.replacingOccurrences(of: "{BASE}", with: base).utf8).write(to: configFile)
+        try Data(config.replacingOccurrences(of: "{BASE}", with: base).utf8).write(to: configFile)
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments.map { $0.replacingOccurrences(of: "{FILE}", with: inputFile.path).replacingOccurrences(of: "{CONFIG}", with: configFile.path) }
@@ -304,7 +310,7 @@ struct CLIDifferentialTests {
     }
 
     @Test("courier agrees with curl: exit status, standard output, files written", arguments: DifferentialCase.all)
-    func agrees(_ entry: DifferentialCase) throws {
+    func agrees(_ entry: DifferentialCase) async throws {
         let curl = URL(fileURLWithPath: "/usr/bin/curl")
         try #require(FileManager.default.isExecutableFile(atPath: curl.path), "Debian's curl is installed by the test command")
         let courier = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("courier")
@@ -338,18 +344,26 @@ struct CLIDifferentialTests {
         defer { raw.stop() }
         let user = NginxServer.basicUsers[0]
         let pki = try TestCertificates.make()
-        let arguments = entry.arguments.map {
-            $0.replacingOccurrences(of: "{BASE}", with: nginx.baseURL.absoluteString.trimmingCharacters(in: CharacterSet(charactersIn: "/")))
-                .replacingOccurrences(of: "{RAW}", with: "http://127.0.0.1:\(raw.port)")
-                .replacingOccurrences(of: "{CLOSED}", with: "http://127.0.0.1:\(freeLoopbackPort())")
-                .replacingOccurrences(of: "{CLOSEDHOST}", with: "127.0.0.1:\(freeLoopbackPort())")
-                .replacingOccurrences(of: "{H2C}", with: "http://127.0.0.1:\(nginx.h2cPort)")
-                .replacingOccurrences(of: "{HTTPBIN}", with: httpbin.baseURL.absoluteString.trimmingCharacters(in: CharacterSet(charactersIn: "/")))
-                .replacingOccurrences(of: "{USER}", with: "\(user.user):\(user.password)")
-                .replacingOccurrences(of: "{CA}", with: pki.caPEM)
-                .replacingOccurrences(of: "{CLIENT_PEM}", with: pki.clientPEM)
-                .replacingOccurrences(of: "{CLIENT_KEY}", with: pki.clientKey)
-                .replacingOccurrences(of: #"\{TLS:([a-z0-9]+)\}"#, with: "https://127.0.0.1:PORT-$1", options: .regularExpression)
+        // A table and a loop, not a chain of replacingOccurrences: the chain, on an argument of
+        // inferred type, took the type checker ten seconds.
+        let placeholders: [(placeholder: String, value: String)] = [
+            ("{BASE}", nginx.baseURL.absoluteString.trimmingCharacters(in: CharacterSet(charactersIn: "/"))),
+            ("{RAW}", "http://127.0.0.1:\(raw.port)"),
+            ("{CLOSED}", "http://127.0.0.1:\(freeLoopbackPort())"),
+            ("{CLOSEDHOST}", "127.0.0.1:\(freeLoopbackPort())"),
+            ("{H2C}", "http://127.0.0.1:\(nginx.h2cPort)"),
+            ("{HTTPBIN}", httpbin.baseURL.absoluteString.trimmingCharacters(in: CharacterSet(charactersIn: "/"))),
+            ("{USER}", "\(user.user):\(user.password)"),
+            ("{CA}", pki.caPEM),
+            ("{CLIENT_PEM}", pki.clientPEM),
+            ("{CLIENT_KEY}", pki.clientKey),
+        ]
+        let arguments = entry.arguments.map { (argument: String) -> String in
+            var argument = argument
+            for (placeholder, value) in placeholders {
+                argument = argument.replacingOccurrences(of: placeholder, with: value)
+            }
+            return argument.replacingOccurrences(of: #"\{TLS:([a-z0-9]+)\}"#, with: "https://127.0.0.1:PORT-$1", options: .regularExpression)
         }.map { argument in
             // {TLS:name}: the nginx TLS server of that name.
             guard let range = argument.range(of: #"PORT-[a-z0-9]+"#, options: .regularExpression) else { return argument }
@@ -357,9 +371,9 @@ struct CLIDifferentialTests {
             return argument.replacingCharacters(in: range, with: String(nginx.tlsPorts[name] ?? 0))
         }
         let input = entry.input.map { Data(String(decoding: $0, as: UTF8.self).replacingOccurrences(of: "{BASE}", with: base).utf8) }
-        let expected = try run(curl, ["-q"] + arguments, input: input)
+        let expected = try await run(curl, ["-q"] + arguments, input: input)
         let curlRequest = captured.withLock { $0.last }
-        let actual = try run(courier, arguments, input: input)
+        let actual = try await run(courier, arguments, input: input)
         let courierRequest = captured.withLock { $0.last }
         let context = "curl: \(expected.status) \(expected.stderr) — courier: \(actual.status) \(actual.stderr)"
         #expect(expected.status == entry.exit, "curl's own status: \(context)")

@@ -14,9 +14,9 @@ struct CLIHelpAndReuseTests {
     /// Every option the parser knows (its full help, `--manual`) has its line in `--help all`,
     /// and `--help all` names nothing the parser does not take, but for the ones courier handles
     /// before parsing (`--manual`, `-K`/`--config`).
-    @Test func helpAllListsEveryOption() throws {
-        let all = try #require(try runCourier(["--help", "all"]))
-        let manual = try #require(try runCourier(["--manual"]))
+    @Test func helpAllListsEveryOption() async throws {
+        let all = try #require(try await runCourier(["--help", "all"]))
+        let manual = try #require(try await runCourier(["--manual"]))
         #expect(all.status == 0 && manual.status == 0)
         let lines = all.stdout.split(separator: "\n").map(String.init)
         #expect(lines.first == "Usage: courier [options...] <url>")
@@ -31,8 +31,8 @@ struct CLIHelpAndReuseTests {
         #expect(listed.subtracting(parsed).isEmpty, "in --help all but not taken: \(listed.subtracting(parsed).sorted())")
     }
 
-    @Test func helpShowsTheEverydayOptionsAndCategories() throws {
-        let help = try #require(try runCourier(["-h"]))
+    @Test func helpShowsTheEverydayOptionsAndCategories() async throws {
+        let help = try #require(try await runCourier(["-h"]))
         #expect(help.status == 0)
         let lines = help.stdout.split(separator: "\n").map(String.init)
         #expect(lines.first == "Usage: courier [options...] <url>")
@@ -42,26 +42,26 @@ struct CLIHelpAndReuseTests {
         #expect(!lines.contains { $0.contains("--socks5") })
         #expect(help.stdout.contains("\"--help all\""))
 
-        let categories = try #require(try runCourier(["--help", "category"]))
+        let categories = try #require(try await runCourier(["--help", "category"]))
         #expect(categories.stdout.split(separator: "\n").contains { $0.hasPrefix(" proxy ") })
-        let proxy = try #require(try runCourier(["--help", "proxy"]))
+        let proxy = try #require(try await runCourier(["--help", "proxy"]))
         #expect(proxy.stdout.contains("--socks5-hostname"))
         #expect(!proxy.stdout.contains("--data"))
 
-        let unknown = try #require(try runCourier(["--help", "nonsense"]))
+        let unknown = try #require(try await runCourier(["--help", "nonsense"]))
         #expect(unknown.status == 2)
         #expect(unknown.stderr.contains("no help category named \"nonsense\""))
     }
 
-    @Test func shortVersionFlag() throws {
-        let run = try #require(try runCourier(["-V"]))
+    @Test func shortVersionFlag() async throws {
+        let run = try #require(try await runCourier(["-V"]))
         #expect(run.status == 0)
         #expect(run.stdout.hasPrefix("courier "))
     }
 
     /// The URLs of one command go over one connection, as curl's do, and each is fetched: the
     /// shared session keeps no cache.
-    @Test func urlsOfOneCommandShareAConnection() throws {
+    @Test func urlsOfOneCommandShareAConnection() async throws {
         let server = try ScriptedServer { connection in
             var count = 0
             while let request = connection.readRequest() {
@@ -72,7 +72,7 @@ struct CLIHelpAndReuseTests {
         defer { server.stop() }
         // The same URL twice, cacheable for an hour: both go to the server, as with curl.
         let urls = [server.url("/one"), server.url("/two"), server.url("/one")].map(\.absoluteString)
-        let run = try #require(try runCourier(["-s"] + urls))
+        let run = try #require(try await runCourier(["-s"] + urls))
         #expect(run.status == 0)
         #expect(run.stdout == "[/one 1][/two 2][/one 3]")
         #expect(server.connectionCount == 1)
@@ -80,11 +80,11 @@ struct CLIHelpAndReuseTests {
 
     /// The same over TLS against nginx: the server-trust decision (--cacert) is made once, for the
     /// connection both URLs use, and -w reports the second transfer's connection as reused.
-    @Test func tlsURLsShareAConnection() throws {
+    @Test func tlsURLsShareAConnection() async throws {
         let nginx = try NginxServer.shared()
         let url = nginx.tlsURL("good", "/files/hello.txt").absoluteString
         let run = try #require(
-            try runCourier(["-s", "--cacert", nginx.certificates.caPEM, "-o", "/dev/null", "-o", "/dev/null", "-w", "%{num_connects}\n", url, url])
+            try await runCourier(["-s", "--cacert", nginx.certificates.caPEM, "-o", "/dev/null", "-o", "/dev/null", "-w", "%{num_connects}\n", url, url])
         )
         #expect(run.status == 0)
         #expect(run.stdout == "1\n0\n")
@@ -101,10 +101,10 @@ struct CLIHelpAndReuseTests {
         return true
     }
 
-    @Test func verboseShowsTheTLSConnectionAsItHappens() throws {
+    @Test func verboseShowsTheTLSConnectionAsItHappens() async throws {
         let nginx = try NginxServer.shared()
         let port = try #require(nginx.tlsPorts["good"])
-        let run = try #require(try runCourier(["-sv", "--cacert", nginx.certificates.caPEM, nginx.tlsURL("good", "/files/hello.txt").absoluteString]))
+        let run = try #require(try await runCourier(["-sv", "--cacert", nginx.certificates.caPEM, nginx.tlsURL("good", "/files/hello.txt").absoluteString]))
         #expect(run.status == 0)
         let steps = [
             "*   Trying 127.0.0.1:\(port)...", "* Connected to 127.0.0.1 (127.0.0.1) port \(port)", "* TLS connection using TLS 1.3 / TLS_",
@@ -113,9 +113,9 @@ struct CLIHelpAndReuseTests {
         #expect(ordered(run.stderr, steps), "\(run.stderr)")
     }
 
-    @Test func verboseShowsTheFailedConnect() throws {
+    @Test func verboseShowsTheFailedConnect() async throws {
         let port = freeLoopbackPort()
-        let run = try #require(try runCourier(["-sv", "http://127.0.0.1:\(port)/"]))
+        let run = try #require(try await runCourier(["-sv", "http://127.0.0.1:\(port)/"]))
         #expect(run.status == 7)
         #expect(ordered(run.stderr, ["*   Trying 127.0.0.1:\(port)...", "* connect to 127.0.0.1 port \(port) failed: Connection refused"]), "\(run.stderr)")
     }
@@ -124,13 +124,13 @@ struct CLIHelpAndReuseTests {
     /// and closes without answering still has it printed. The server closes rather than stays
     /// silent until a timeout, which on a loaded machine could expire before the request went
     /// out.
-    @Test func verboseShowsTheRequestBeforeAnyAnswer() throws {
+    @Test func verboseShowsTheRequestBeforeAnyAnswer() async throws {
         let server = try ScriptedServer { connection in
             // The connection closes, unanswered, once the script returns.
             _ = connection.readRequest(timeout: 60)
         }
         defer { server.stop() }
-        let run = try #require(try runCourier(["-sv", "-m", "60", server.url("/hang").absoluteString]))
+        let run = try #require(try await runCourier(["-sv", "-m", "60", server.url("/hang").absoluteString]))
         // curl's 52: the server closed with no reply at all.
         #expect(run.status == 52, "\(run.stderr)")
         #expect(ordered(run.stderr, ["* Connected to 127.0.0.1", "> GET /hang HTTP/1.1", ">"]), "\(run.stderr)")
@@ -138,10 +138,10 @@ struct CLIHelpAndReuseTests {
     }
 
     /// A second URL on the same connection says so, and its request follows.
-    @Test func verboseShowsReuse() throws {
+    @Test func verboseShowsReuse() async throws {
         let nginx = try NginxServer.shared()
         let url = nginx.url("/files/hello.txt").absoluteString
-        let run = try #require(try runCourier(["-sv", "-o", "/dev/null", "-o", "/dev/null", url, url]))
+        let run = try #require(try await runCourier(["-sv", "-o", "/dev/null", "-o", "/dev/null", url, url]))
         #expect(run.status == 0)
         #expect(run.stderr.components(separatedBy: "*   Trying").count == 2)
         #expect(ordered(run.stderr, ["> GET /files/hello.txt HTTP/1.1", "< HTTP/1.1 200", "* Re-using the existing connection to 127.0.0.1", "> GET /files/hello.txt HTTP/1.1"]))

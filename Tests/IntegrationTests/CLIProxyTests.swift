@@ -17,8 +17,8 @@ struct CLIProxyTests {
     }
 
     /// Runs courier (bounded by -m) with `environment` as the only proxy variables.
-    func courier(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, stdout: String, stderr: String) {
-        try #require(try runCourier(["-m", "30"] + arguments, environment: environment), "the courier executable is built with the tests")
+    func courier(_ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try #require(try await runCourier(["-m", "30"] + arguments, environment: environment), "the courier executable is built with the tests")
     }
 
     var hello: String { "Hello from nginx\n" }
@@ -37,7 +37,7 @@ struct CLIProxyTests {
     @Test("-x http://127.0.0.1:PORT: the request goes to squid in absolute-form; -v names the proxy")
     func forwarded() async throws {
         let marker = proxyMarker()
-        let run = try courier(["-v", "-x", squidURL, markedURL(marker)])
+        let run = try await courier(["-v", "-x", squidURL, markedURL(marker)])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == hello)
         #expect(run.stderr.contains("* Using proxy \(squidURL) (from -x)"), "\(run.stderr)")
@@ -53,7 +53,7 @@ struct CLIProxyTests {
     func tunnel() async throws {
         let port = nginx.tlsPorts["h1"]!
         let before = squid.tunnelCount(to: "localhost:\(port)", port: squid.openPort)
-        let run = try courier(["-v", "--cacert", caFile, "-x", squidURL, "https://localhost:\(port)/files/hello.txt"])
+        let run = try await courier(["-v", "--cacert", caFile, "-x", squidURL, "https://localhost:\(port)/files/hello.txt"])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == hello)
         #expect(run.stderr.contains("*   Trying 127.0.0.1:\(squid.openPort)...\n"), "\(run.stderr)")
@@ -65,7 +65,7 @@ struct CLIProxyTests {
     func forwardedAuthentication() async throws {
         let proxy = "http://127.0.0.1:\(squid.authPort)"
         let marker = proxyMarker()
-        let answered = try courier(["-x", proxy, "--proxy-user", "\(SquidServer.user):\(SquidServer.password)", markedURL(marker)])
+        let answered = try await courier(["-x", proxy, "--proxy-user", "\(SquidServer.user):\(SquidServer.password)", markedURL(marker)])
         #expect(answered.status == 0, "\(answered.stderr)")
         #expect(answered.stdout == hello)
         let entry = try #require(await squid.entry { $0.url.contains(marker) && $0.status == 200 })
@@ -73,12 +73,12 @@ struct CLIProxyTests {
         #expect(entry.port == squid.authPort)
 
         let inURL = proxyMarker()
-        let fromURL = try courier(["-x", "http://\(SquidServer.user):\(SquidServer.password)@127.0.0.1:\(squid.authPort)", markedURL(inURL)])
+        let fromURL = try await courier(["-x", "http://\(SquidServer.user):\(SquidServer.password)@127.0.0.1:\(squid.authPort)", markedURL(inURL)])
         #expect(fromURL.status == 0, "\(fromURL.stderr)")
         #expect(fromURL.stdout == hello)
         #expect(await squid.entry { $0.url.contains(inURL) && $0.status == 200 }?.user == SquidServer.user)
 
-        let unanswered = try courier(["-i", "-x", proxy, markedURL(proxyMarker())])
+        let unanswered = try await courier(["-i", "-x", proxy, markedURL(proxyMarker())])
         #expect(unanswered.status == 0, "\(unanswered.stderr)")
         #expect(unanswered.stdout.hasPrefix("HTTP/1.1 407"), "\(unanswered.stdout)")
     }
@@ -89,14 +89,14 @@ struct CLIProxyTests {
         let port = nginx.tlsPorts["h1"]!
         let url = "https://127.0.0.1:\(port)/files/hello.txt"
         let before = squid.tunnelCount(to: "127.0.0.1:\(port)", port: squid.authPort, user: SquidServer.user)
-        let answered = try courier(["--cacert", caFile, "-x", proxy, "--proxy-user", "\(SquidServer.user):\(SquidServer.password)", url])
+        let answered = try await courier(["--cacert", caFile, "-x", proxy, "--proxy-user", "\(SquidServer.user):\(SquidServer.password)", url])
         #expect(answered.status == 0, "\(answered.stderr)")
         #expect(answered.stdout == hello)
         #expect(await squid.tunnelLogged(to: "127.0.0.1:\(port)", port: squid.authPort, user: SquidServer.user, after: before), "\(squid.accessLog())")
 
         // An unknown user for the wrong credential: squid merges concurrent checks of one user name.
         for extra in [[], ["--proxy-user", "stranger-\(proxyMarker().prefix(8)):wrong"]] {
-            let refused = try courier(["--cacert", caFile, "-x", proxy] + extra + [url])
+            let refused = try await courier(["--cacert", caFile, "-x", proxy] + extra + [url])
             #expect(refused.status == 56, "curl's 56 for a refused CONNECT: \(extra): \(refused.stderr)")
             #expect(refused.stdout.isEmpty)
             #expect(refused.stderr.contains("(URLError -1013)"), "\(extra): \(refused.stderr)")
@@ -109,9 +109,9 @@ struct CLIProxyTests {
     }
 
     @Test("--socks5-hostname: pproxy gets the name; --socks5: pproxy gets the address", arguments: ["--socks5-hostname", "--socks5"])
-    func socksOptions(_ option: String) throws {
+    func socksOptions(_ option: String) async throws {
         let origin = try socksOrigin()
-        let run = try courier(["-v", option, "127.0.0.1:\(socks.openPort)", "http://localhost:\(origin.port)/socks"])
+        let run = try await courier(["-v", option, "127.0.0.1:\(socks.openPort)", "http://localhost:\(origin.port)/socks"])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == "through pproxy")
         let scheme = option == "--socks5" ? "socks5" : "socks5h"
@@ -133,7 +133,7 @@ struct CLIProxyTests {
     @Test("--noproxy 127.0.0.1 with -x: the request goes direct")
     func noProxyOption() async throws {
         let marker = proxyMarker()
-        let run = try courier(["-v", "-x", squidURL, "--noproxy", "127.0.0.1", markedURL(marker)])
+        let run = try await courier(["-v", "-x", squidURL, "--noproxy", "127.0.0.1", markedURL(marker)])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == hello)
         #expect(!run.stderr.contains("Using proxy"), "\(run.stderr)")
@@ -147,7 +147,7 @@ struct CLIProxyTests {
     @Test("http_proxy sends http through squid")
     func httpProxyVariable() async throws {
         let marker = proxyMarker()
-        let run = try courier(["-v", markedURL(marker)], environment: ["http_proxy": squidURL])
+        let run = try await courier(["-v", markedURL(marker)], environment: ["http_proxy": squidURL])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == hello)
         #expect(run.stderr.contains("* Using proxy \(squidURL) (from the environment)"), "\(run.stderr)")
@@ -160,7 +160,7 @@ struct CLIProxyTests {
     @Test("HTTP_PROXY alone is ignored (httpoxy): the request goes direct")
     func upperCaseHTTPProxyIgnored() async throws {
         let marker = proxyMarker()
-        let run = try courier(["-v", markedURL(marker)], environment: ["HTTP_PROXY": squidURL])
+        let run = try await courier(["-v", markedURL(marker)], environment: ["HTTP_PROXY": squidURL])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == hello)
         #expect(!run.stderr.contains("Using proxy"), "\(run.stderr)")
@@ -173,7 +173,7 @@ struct CLIProxyTests {
     func httpsProxyVariable(_ name: String) async throws {
         let port = nginx.tlsPorts["h1"]!
         let before = squid.tunnelCount(to: "127.0.0.1:\(port)", port: squid.openPort)
-        let run = try courier(["-v", "--cacert", caFile, "https://127.0.0.1:\(port)/files/hello.txt"], environment: [name: squidURL])
+        let run = try await courier(["-v", "--cacert", caFile, "https://127.0.0.1:\(port)/files/hello.txt"], environment: [name: squidURL])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == hello)
         #expect(run.stderr.contains("* Using proxy \(squidURL) (from the environment)"), "\(run.stderr)")
@@ -185,7 +185,7 @@ struct CLIProxyTests {
     @Test("https_proxy does not apply to http URLs")
     func httpsProxyNotForHTTP() async throws {
         let marker = proxyMarker()
-        let run = try courier(["-v", markedURL(marker)], environment: ["https_proxy": squidURL])
+        let run = try await courier(["-v", markedURL(marker)], environment: ["https_proxy": squidURL])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stderr.contains("*   Trying 127.0.0.1:\(nginx.port)...\n"), "\(run.stderr)")
         #expect(!run.stderr.contains("Trying 127.0.0.1:\(squid.openPort)"))
@@ -193,10 +193,10 @@ struct CLIProxyTests {
     }
 
     @Test("all_proxy=socks5h://: pproxy carries the request and resolves the name")
-    func allProxyVariable() throws {
+    func allProxyVariable() async throws {
         let origin = try socksOrigin()
         let proxy = "socks5h://127.0.0.1:\(socks.openPort)"
-        let run = try courier(["-v", "http://localhost:\(origin.port)/all"], environment: ["all_proxy": proxy])
+        let run = try await courier(["-v", "http://localhost:\(origin.port)/all"], environment: ["all_proxy": proxy])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == "through pproxy")
         #expect(run.stderr.contains("* Using proxy \(proxy) (from the environment)"), "\(run.stderr)")
@@ -208,7 +208,7 @@ struct CLIProxyTests {
     func credentialInProxyVariable() async throws {
         let marker = proxyMarker()
         let proxy = "http://\(SquidServer.user):\(SquidServer.password)@127.0.0.1:\(squid.authPort)"
-        let run = try courier([markedURL(marker)], environment: ["http_proxy": proxy])
+        let run = try await courier([markedURL(marker)], environment: ["http_proxy": proxy])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == hello)
         #expect(await squid.entry { $0.url.contains(marker) && $0.status == 200 }?.user == SquidServer.user)
@@ -217,7 +217,7 @@ struct CLIProxyTests {
     @Test("no_proxy=127.0.0.0/8 sends 127.0.0.1 direct despite http_proxy")
     func noProxyVariable() async throws {
         let marker = proxyMarker()
-        let run = try courier(["-v", markedURL(marker)], environment: ["http_proxy": squidURL, "no_proxy": "127.0.0.0/8"])
+        let run = try await courier(["-v", markedURL(marker)], environment: ["http_proxy": squidURL, "no_proxy": "127.0.0.0/8"])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == hello)
         #expect(!run.stderr.contains("Using proxy"), "\(run.stderr)")
@@ -229,7 +229,7 @@ struct CLIProxyTests {
     @Test("--proxy-user answers an HTTP proxy from http_proxy, and authenticates to a SOCKS5 proxy from all_proxy")
     func proxyUserWithEnvironmentProxy() async throws {
         let marker = proxyMarker()
-        let run = try courier(
+        let run = try await courier(
             ["--proxy-user", "\(SquidServer.user):\(SquidServer.password)", markedURL(marker)],
             environment: ["http_proxy": "http://127.0.0.1:\(squid.authPort)"]
         )
@@ -238,7 +238,7 @@ struct CLIProxyTests {
         #expect(await squid.entry { $0.url.contains(marker) && $0.status == 200 }?.user == SquidServer.user)
 
         let origin = try socksOrigin()
-        let socksRun = try courier(
+        let socksRun = try await courier(
             ["--proxy-user", "\(SOCKSProxyServer.user):\(SOCKSProxyServer.password)", "http://localhost:\(origin.port)/socks"],
             environment: ["all_proxy": "socks5h://127.0.0.1:\(socks.authPort)"]
         )

@@ -33,13 +33,13 @@ struct CLITraceTests {
     }
 
     @Test("the trace's received and sent-body blocks match curl's", arguments: ["--trace-ascii", "--trace"])
-    func matchesCurl(_ option: String) throws {
+    func matchesCurl(_ option: String) async throws {
         try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/curl"), "Debian's curl is installed by the test command")
         let server = try server()
         defer { server.stop() }
         let url = server.url("/traced").absoluteString
         let arguments = ["-s", option, "-", "-o", "/dev/null", "-d", "name=value&more", url]
-        let ours = try #require(try runCourier(arguments))
+        let ours = try #require(try await runCourier(arguments))
         #expect(ours.status == 0)
         let theirs = try runTool("/usr/bin/curl", arguments)
         let (mine, curls) = (blocks(ours.stdout), blocks(theirs))
@@ -52,14 +52,14 @@ struct CLITraceTests {
         #expect(!ours.stderr.contains("> POST"))
     }
 
-    @Test func traceToAFile() throws {
+    @Test func traceToAFile() async throws {
         let server = try server()
         defer { server.stop() }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("courier-trace-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appendingPathComponent("trace.txt").path
-        let run = try #require(try runCourier(["-s", "-v", "--trace-ascii", file, server.url("/file").absoluteString]))
+        let run = try #require(try await runCourier(["-s", "-v", "--trace-ascii", file, server.url("/file").absoluteString]))
         #expect(run.status == 0)
         #expect(run.stdout == Self.body)
         #expect(!run.stderr.contains("* Connected"))

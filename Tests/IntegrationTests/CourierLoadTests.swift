@@ -15,8 +15,8 @@ struct CourierLoadTests {
     }
 
     /// Runs courier-load with `--json` and returns its exit status and report.
-    private func load(_ arguments: [String]) throws -> (status: Int32, report: [String: Any], stderr: String) {
-        let run = try #require(try runCourier(arguments + ["--json"], program: "courier-load"), "courier-load is not built")
+    private func load(_ arguments: [String]) async throws -> (status: Int32, report: [String: Any], stderr: String) {
+        let run = try #require(try await runCourier(arguments + ["--json"], program: "courier-load"), "courier-load is not built")
         let object = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any]
         return (run.status, try #require(object, "not JSON: \(run.stdout) \(run.stderr)"), run.stderr)
     }
@@ -27,8 +27,8 @@ struct CourierLoadTests {
         return value as? Int
     }
 
-    @Test func countsEveryRequestOverItsConnections() throws {
-        let run = try load(["-n", "300", "-c", "3", nginx.url("/files/hello.txt").absoluteString])
+    @Test func countsEveryRequestOverItsConnections() async throws {
+        let run = try await load(["-n", "300", "-c", "3", nginx.url("/files/hello.txt").absoluteString])
         #expect(run.status == 0)
         #expect(int(run.report, "requests") == 300)
         #expect(int(run.report, "started") == 300)
@@ -39,16 +39,16 @@ struct CourierLoadTests {
         #expect(int(run.report, "bytes") == 300 * hello.count)
     }
 
-    @Test func http2StreamsOnOneConnection() throws {
-        let run = try load(["-n", "200", "-m", "8", "--cacert", nginx.certificates.caPEM, nginx.tlsURL("good", "/files/hello.txt").absoluteString])
+    @Test func http2StreamsOnOneConnection() async throws {
+        let run = try await load(["-n", "200", "-m", "8", "--cacert", nginx.certificates.caPEM, nginx.tlsURL("good", "/files/hello.txt").absoluteString])
         #expect(run.status == 0)
         #expect(int(run.report, "requests") == 200)
         #expect(run.report["protocols"] as? [String] == ["h2"])
         #expect(int(run.report, "connectionsUsed") == 1)
     }
 
-    @Test func statusErrorsAreResponses() throws {
-        let run = try load(["-n", "5", nginx.url("/status/404").absoluteString])
+    @Test func statusErrorsAreResponses() async throws {
+        let run = try await load(["-n", "5", nginx.url("/status/404").absoluteString])
         #expect(run.status == 0)
         #expect(int(run.report, "requests") == 5)
         #expect(int(run.report, "statusCodes", "4xx") == 5)
@@ -56,7 +56,7 @@ struct CourierLoadTests {
     }
 
     /// The server reads all four requests before it answers any: they were pipelined.
-    @Test func pipelinesRequests() throws {
+    @Test func pipelinesRequests() async throws {
         let heard = Mutex<[String]>([])
         let server = try ScriptedServer { connection in
             var targets: [String] = []
@@ -69,7 +69,7 @@ struct CourierLoadTests {
             _ = connection.readToEOF()
         }
         defer { server.stop() }
-        let run = try load(["-n", "4", "-P", "4", server.url("/p?x=1").absoluteString])
+        let run = try await load(["-n", "4", "-P", "4", server.url("/p?x=1").absoluteString])
         #expect(run.status == 0)
         #expect(int(run.report, "requests") == 4)
         #expect(int(run.report, "bytes") == 4 * 8)
@@ -79,9 +79,9 @@ struct CourierLoadTests {
 
     /// nginx's `keepalive_requests 10` closes every connection after ten answers; the requests
     /// pipelined behind the tenth go again on a new connection, and none is lost or counted twice.
-    @Test func pipelinedRequestsOutliveClosedConnections() throws {
+    @Test func pipelinedRequestsOutliveClosedConnections() async throws {
         let url = "http://127.0.0.1:\(nginx.limitedPort)/files/hello.txt"
-        let run = try load(["-n", "100", "-P", "8", url])
+        let run = try await load(["-n", "100", "-P", "8", url])
         #expect(run.status == 0)
         #expect(int(run.report, "requests") == 100)
         #expect(int(run.report, "started") == 100)
@@ -92,14 +92,14 @@ struct CourierLoadTests {
 
     /// A server that answers the first request with `Connection: close` and drops the rest: on
     /// the next connection the unanswered ones are sent again.
-    @Test func pipelinedResendAfterConnectionClose() throws {
+    @Test func pipelinedResendAfterConnectionClose() async throws {
         let server = try ScriptedServer { connection in
             guard connection.readRequest() != nil else { return }
             connection.respond(headers: [("Connection", "close")], body: Array("one".utf8))
             connection.shutdownWrite()
         }
         defer { server.stop() }
-        let run = try load(["-n", "3", "-P", "3", server.url("/").absoluteString])
+        let run = try await load(["-n", "3", "-P", "3", server.url("/").absoluteString])
         #expect(run.status == 0)
         #expect(int(run.report, "requests") == 3)
         #expect(int(run.report, "failed") == 0)
@@ -110,13 +110,13 @@ struct CourierLoadTests {
     /// the 60-second timeout, the request in flight is reported as unfinished, and a run in
     /// which nothing got a response exits with 1.
     @Test(arguments: [[String](), ["-P", "2"]])
-    func deadlineIsHard(extra: [String]) throws {
+    func deadlineIsHard(extra: [String]) async throws {
         let server = try ScriptedServer { connection in
             _ = connection.readToEOF(timeout: 120)
         }
         defer { server.stop() }
         let started = ContinuousClock.now
-        let run = try load(["-d", "1", "--timeout", "60s", server.url("/").absoluteString] + extra)
+        let run = try await load(["-d", "1", "--timeout", "60s", server.url("/").absoluteString] + extra)
         #expect(ContinuousClock.now - started < .seconds(30))
         #expect(run.status == 1)
         #expect(int(run.report, "requests") == 0)
@@ -125,21 +125,21 @@ struct CourierLoadTests {
     }
 
     @Test(arguments: [[String](), ["-P", "2"]])
-    func timeoutsAreErrors(extra: [String]) throws {
+    func timeoutsAreErrors(extra: [String]) async throws {
         let server = try ScriptedServer { connection in
             _ = connection.readToEOF(timeout: 120)
         }
         defer { server.stop() }
-        let run = try load(["-n", "2", "--timeout", "200ms", server.url("/").absoluteString] + extra)
+        let run = try await load(["-n", "2", "--timeout", "200ms", server.url("/").absoluteString] + extra)
         #expect(run.status == 1)
         #expect(int(run.report, "errors", "timeout") == 2)
         #expect(int(run.report, "requests") == 0)
     }
 
     @Test(arguments: [[String](), ["-P", "2"]])
-    func refusedConnectionsFailTheRun(extra: [String]) throws {
+    func refusedConnectionsFailTheRun(extra: [String]) async throws {
         let port = freeLoopbackPort()
-        let run = try load(["-n", "4", "http://127.0.0.1:\(port)/"] + extra)
+        let run = try await load(["-n", "4", "http://127.0.0.1:\(port)/"] + extra)
         #expect(run.status == 1)
         #expect(int(run.report, "errors", "connect") == 4)
         #expect(run.stderr.contains("connect errors 4"))
@@ -148,16 +148,16 @@ struct CourierLoadTests {
     /// With `-R`, requests start on a schedule: ten at 20 per second take at least 450 ms
     /// (however slow the machine), and latencies are measured from the schedule.
     @Test(arguments: [[String](), ["-P", "2"], ["-c", "2"]])
-    func rateSpacesRequests(extra: [String]) throws {
-        let run = try load(["-n", "10", "-R", "20", nginx.url("/files/hello.txt").absoluteString] + extra)
+    func rateSpacesRequests(extra: [String]) async throws {
+        let run = try await load(["-n", "10", "-R", "20", nginx.url("/files/hello.txt").absoluteString] + extra)
         #expect(run.status == 0)
         #expect(int(run.report, "requests") == 10)
         #expect(run.report["latencyCorrected"] as? Bool == true)
         #expect((run.report["seconds"] as? Double ?? 0) >= 0.44)
     }
 
-    @Test func latencyDistributionInText() throws {
-        let run = try #require(try runCourier(["-n", "50", "--latency", nginx.url("/files/hello.txt").absoluteString], program: "courier-load"))
+    @Test func latencyDistributionInText() async throws {
+        let run = try #require(try await runCourier(["-n", "50", "--latency", nginx.url("/files/hello.txt").absoluteString], program: "courier-load"))
         #expect(run.status == 0)
         let lines = run.stdout.split(separator: "\n").map(String.init)
         let heading = try #require(lines.firstIndex(of: "  Latency Distribution"))
@@ -168,15 +168,15 @@ struct CourierLoadTests {
     }
 
     /// A header that could not go on the wire stops the run before any request, with its reason.
-    @Test func refusesABadHeaderAtOnce() throws {
-        let run = try #require(try runCourier(["-n", "3", "-H", "Bad Name: x", nginx.url("/files/hello.txt").absoluteString], program: "courier-load"))
+    @Test func refusesABadHeaderAtOnce() async throws {
+        let run = try #require(try await runCourier(["-n", "3", "-H", "Bad Name: x", nginx.url("/files/hello.txt").absoluteString], program: "courier-load"))
         #expect(run.status == 64)
         #expect(run.stderr.contains("bad header"))
         #expect(run.stderr.contains("Bad Name"))
     }
 
-    @Test func refusesPipeliningOverHTTP2() throws {
-        let run = try #require(try runCourier(["-P", "2", "--h2c", "http://127.0.0.1:1/"], program: "courier-load"))
+    @Test func refusesPipeliningOverHTTP2() async throws {
+        let run = try #require(try await runCourier(["-P", "2", "--h2c", "http://127.0.0.1:1/"], program: "courier-load"))
         #expect(run.status == 64)
         #expect(run.stderr.contains("-P pipelines HTTP/1.1"))
     }

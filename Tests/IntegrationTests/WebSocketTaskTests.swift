@@ -229,15 +229,15 @@ struct WebSocketTaskTests {
     }
 
     @Test("courier --ws sends each input line and prints what comes back, then closes cleanly")
-    func commandLine() throws {
-        let run = try #require(try runCourier(["--ws", server.url("/echo").absoluteString, "-v"], input: Data("hello\nsecond line\n".utf8)))
+    func commandLine() async throws {
+        let run = try #require(try await runCourier(["--ws", server.url("/echo").absoluteString, "-v"], input: Data("hello\nsecond line\n".utf8)))
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == "hello\nsecond line\n")
         #expect(run.stderr.contains("* WebSocket open"))
-        let secure = try #require(try runCourier(["--ws", server.tlsURL("/echo").absoluteString, "--cacert", TestCertificates.make().caPEM], input: Data("over tls\n".utf8)))
+        let secure = try #require(try await runCourier(["--ws", server.tlsURL("/echo").absoluteString, "--cacert", TestCertificates.make().caPEM], input: Data("over tls\n".utf8)))
         #expect(secure.status == 0, "\(secure.stderr)")
         #expect(secure.stdout == "over tls\n")
-        let refused = try #require(try runCourier(["--ws", "ws://127.0.0.1:1/"], input: Data()))
+        let refused = try #require(try await runCourier(["--ws", "ws://127.0.0.1:1/"], input: Data()))
         #expect(refused.status == 1)
         #expect(refused.stderr.hasPrefix("courier: "))
     }

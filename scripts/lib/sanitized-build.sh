@@ -16,6 +16,13 @@ sanitized_build_args() {
   esac
   build_scratch=".build-$1"
   build_args=(--sanitize="$1" --scratch-path "$build_scratch")
+  # The ThreadSanitizer build leaves out the test targets of the single-threaded modules
+  # (Package.swift); every command on that build must see the same package.
+  if [ "$1" = thread ]; then
+    export COURIER_TEST_TARGETS=concurrent
+  else
+    unset COURIER_TEST_TARGETS
+  fi
 }
 
 # What a sanitized program needs in its environment. AddressSanitizer's leak check is off: at
