@@ -115,12 +115,12 @@ enum RequestBuilder {
         let requestTarget = forwarded ? "\(origin.scheme.rawValue)://\(origin.authority)\(originTarget)" : originTarget
         let head = HTTPRequestHead(method: method, target: requestTarget, authority: origin.authority, scheme: origin.scheme.rawValue, fields: fields)
         let timeout = request.isTimeoutIntervalSet ? request.timeoutInterval : configuration.timeoutIntervalForRequest
-        var transportRequest = TransportRequest(origin: origin, head: head, body: body, idleTimeout: duration(timeout))
-        transportRequest.proxy = proxy
-        transportRequest.upgrades = upgrade
-        transportRequest.tunnelAuthorization = tunnelAuthorization
-        transportRequest.deadline = .now + duration(configuration.timeoutIntervalForResource)
-        return transportRequest
+        // Every field given to the initializer: each set afterwards would check that the
+        // request's box (TransportRequest's storage) is not shared.
+        return TransportRequest(
+            origin: origin, head: head, body: body, idleTimeout: duration(timeout), proxy: proxy,
+            tunnelAuthorization: tunnelAuthorization, deadline: .now + duration(configuration.timeoutIntervalForResource), upgrades: upgrade
+        )
     }
 
     /// True when the default field `name` goes into `fields`: neither the caller nor the

@@ -47,25 +47,46 @@ extension TaskDriver {
         var fromDelegate: Bool
     }
 
-    /// A credential an exchange carried.
-    struct SentCredential {
-        var realm: String?
-        var isDigest: Bool
-        var user: String
-        var password: String
-        var persistence: URLCredential.Persistence
+    /// A credential an exchange carried. A class, as ``ProxyHop`` is: both ride in optionals
+    /// through every request's start, where an optional struct of several strings is copied
+    /// and destroyed through its type metadata even when it is nil.
+    final class SentCredential: Sendable {
+        let realm: String?
+        let isDigest: Bool
+        let user: String
+        let password: String
+        let persistence: URLCredential.Persistence
         /// Chosen by this task (not sent from the session's memory).
-        var chosenByTask: Bool
+        let chosenByTask: Bool
+
+        init(realm: String?, isDigest: Bool, user: String, password: String, persistence: URLCredential.Persistence, chosenByTask: Bool) {
+            self.realm = realm
+            self.isDigest = isDigest
+            self.user = user
+            self.password = password
+            self.persistence = persistence
+            self.chosenByTask = chosenByTask
+        }
     }
 
     /// An HTTP proxy as authentication sees it: the server of its protection space, and how
     /// requests reach it.
-    struct ProxyHop: Equatable {
-        var server: ProxyServer
+    final class ProxyHop: Equatable, Sendable {
+        let server: ProxyServer
         /// An `https` request, tunnelled with CONNECT: its credential goes with the CONNECT.
-        var isTunnel: Bool
+        let isTunnel: Bool
         /// The CONNECT request target, `host:port`.
-        var tunnelTarget: String
+        let tunnelTarget: String
+
+        init(server: ProxyServer, isTunnel: Bool, tunnelTarget: String) {
+            self.server = server
+            self.isTunnel = isTunnel
+            self.tunnelTarget = tunnelTarget
+        }
+
+        static func == (lhs: ProxyHop, rhs: ProxyHop) -> Bool {
+            lhs.server == rhs.server && lhs.isTunnel == rhs.isTunnel && lhs.tunnelTarget == rhs.tunnelTarget
+        }
         /// Apple's proxy type for the protection space: an HTTPS proxy for a tunnel.
         var protectionSpaceType: String { isTunnel ? NSURLProtectionSpaceHTTPSProxy : NSURLProtectionSpaceHTTPProxy }
     }

@@ -311,8 +311,9 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
 
     /// Carries out actions in order, outside the lock.
     func run(_ actions: TaskStateMachine.Actions) {
-        for action in actions {
-            switch action {
+        // By position, not `for in`: the iterator's optionals cost a metadata call each to destroy.
+        for position in 0..<actions.count {
+            switch actions[position] {
             case .startExchange:
                 startExchange()
             case .deliverResponse:

@@ -132,52 +132,73 @@ public struct TaskStateMachine: Sendable {
     }
 
     /// Up to three actions, in order, held inline: a task feeds the machine a few events per
-    /// request, and an array for each answer would be a heap allocation on the hot path.
+    /// request, and an array for each answer would be a heap allocation on the hot path. The
+    /// slots are plain actions and a count, not optionals: an `Action?` (a multi-payload enum
+    /// in an optional) is destroyed through its type metadata, and a task destroyed some ten
+    /// of them a request. A driver reads them by position (``count``, subscript).
     public struct Actions: Sequence, Sendable, Equatable, ExpressibleByArrayLiteral, CustomStringConvertible {
-        private var first: Action?
-        private var second: Action?
-        private var third: Action?
+        // An unused slot holds `.keepBodyAside` (any case without a payload would do): always
+        // the same one, so that equal lists are equal slot for slot.
+        private var first = Action.keepBodyAside
+        private var second = Action.keepBodyAside
+        private var third = Action.keepBodyAside
+        /// How many slots are used.
+        public private(set) var count = 0
 
         public init() {}
 
-        public init(_ first: Action, _ second: Action? = nil, _ third: Action? = nil) {
+        public init(_ first: Action) {
+            self.first = first
+            count = 1
+        }
+
+        public init(_ first: Action, _ second: Action) {
+            self.first = first
+            self.second = second
+            count = 2
+        }
+
+        public init(_ first: Action, _ second: Action, _ third: Action) {
             self.first = first
             self.second = second
             self.third = third
+            count = 3
         }
 
         /// For tests and tables; the machine itself uses the initializers above.
         public init(arrayLiteral elements: Action...) {
             precondition(elements.count <= 3, "at most three actions")
-            first = elements.first
-            second = elements.count > 1 ? elements[1] : nil
-            third = elements.count > 2 ? elements[2] : nil
+            count = elements.count
+            if count > 0 { first = elements[0] }
+            if count > 1 { second = elements[1] }
+            if count > 2 { third = elements[2] }
         }
 
-        public var isEmpty: Bool { first == nil }
+        public var isEmpty: Bool { count == 0 }
+
+        /// The action at `position` (0 to ``count`` - 1).
+        public subscript(position: Int) -> Action {
+            precondition(position >= 0 && position < count, "no action at \(position)")
+            switch position {
+            case 0: return first
+            case 1: return second
+            default: return third
+            }
+        }
 
         public func makeIterator() -> Iterator {
-            Iterator(remaining: self)
+            Iterator(actions: self)
         }
 
-        /// Yields the actions in order. Each is copied out once, by position: shifting the
-        /// rest up at every step copied and destroyed three optional actions a step.
+        /// Yields the actions in order, each copied out once, by position.
         public struct Iterator: IteratorProtocol {
             let actions: Actions
             var position = 0
 
-            init(remaining: Actions) {
-                actions = remaining
-            }
-
             public mutating func next() -> Action? {
-                position += 1
-                switch position {
-                case 1: return actions.first
-                case 2: return actions.second
-                case 3: return actions.third
-                default: return nil
-                }
+                guard position < actions.count else { return nil }
+                defer { position += 1 }
+                return actions[position]
             }
         }
 

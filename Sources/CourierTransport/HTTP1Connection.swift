@@ -127,7 +127,7 @@ final class HTTP1Connection: TransportStreamDelegate {
     /// of the response would have to be read and thrown away.
     func cancel(_ exchange: HTTPExchange) {
         guard let current = active, current.exchange === exchange else { return }
-        finishActive(.failure(.cancelled))
+        failActive(.cancelled)
         close()
     }
 
@@ -200,14 +200,16 @@ final class HTTP1Connection: TransportStreamDelegate {
     /// HTTP1Connection+ReceiveBuffer.swift).
     @exclusivity(unchecked) var readEnd: UnsafeRawPointer?
     /// Nesting depth of ``parse(_:)``; while above zero, a finished exchange waits for the
-    /// parse to end (see ``finishActive(_:)``).
+    /// parse to end (see ``finishActive(trailers:)``).
     @exclusivity(unchecked) private var parseDepth = 0
-    /// A response that ended inside ``parse(_:)``: released (or closed) and delivered when the
-    /// parse is over.
-    @exclusivity(unchecked) private var completionAfterParse: Completion?
-    /// The `Active` of that response, made the spare when the parse is over if nothing else
-    /// holds it then.
+    /// The `Active` of a response that ended inside ``parse(_:)``, whose connection is released
+    /// (or closed) and whose completion is delivered when the parse is over; then made the
+    /// spare if nothing else holds it. Its trailers and whether the connection is reusable
+    /// wait beside it: a stored `Completion?` (the metrics and all) was copied and destroyed
+    /// through its type metadata, some 900 instructions a request.
     @exclusivity(unchecked) private var finishedInParse: Active?
+    @exclusivity(unchecked) private var trailersAfterParse: HTTPFields?
+    @exclusivity(unchecked) private var reusableAfterParse = false
     /// An `Active` for the next exchange: one allocation fewer a request on a kept-alive
     /// connection.
     @exclusivity(unchecked) private var spareActive: Active?
@@ -223,12 +225,11 @@ final class HTTP1Connection: TransportStreamDelegate {
         parseDepth += 1
         defer {
             parseDepth -= 1
-            if parseDepth == 0 {
+            if parseDepth == 0 && finishedInParse != nil {
+                // Made before the `Active` becomes the spare, which clears its metrics.
+                let completion = completionAfterParse()
                 keepFinishedAsSpare()
-                if let completion = completionAfterParse {
-                    completionAfterParse = nil
-                    complete(completion)
-                }
+                complete(completion)
             }
         }
         var offset = 0
@@ -237,7 +238,7 @@ final class HTTP1Connection: TransportStreamDelegate {
             do {
                 step = try parser.next(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
             } catch {
-                finishActive(.failure(.remoteProtocol(error)))
+                failActive(.remoteProtocol(error))
                 close()
                 return
             }
@@ -252,7 +253,7 @@ final class HTTP1Connection: TransportStreamDelegate {
             if active == nil {
                 // The response ended; bytes left over mean the server sent more than asked.
                 if offset < bytes.count {
-                    completionAfterParse?.reusable = false
+                    if finishedInParse != nil { reusableAfterParse = false }
                     close()
                 }
                 return
@@ -273,7 +274,7 @@ final class HTTP1Connection: TransportStreamDelegate {
             active!.metrics.responseHeaderBytesReceived = Int64(parser.lastHeadByteCount)
             if head.status == 101 {
                 // Courier does not offer protocol switching on HTTP/1 exchanges.
-                finishActive(.failure(.remoteProtocol(UnexpectedUpgradeError())))
+                failActive(.remoteProtocol(UnexpectedUpgradeError()))
                 close()
                 return
             }
@@ -285,7 +286,7 @@ final class HTTP1Connection: TransportStreamDelegate {
             active!.metrics.responseBodyBytesReceived += Int64(slice.count)
             current.exchange.delegate.exchange(current.exchange, didReceiveBodyBytes: slice)
         case .end(let trailers):
-            finishActive(.success(trailers))
+            finishActive(trailers: trailers)
         }
     }
 
@@ -315,7 +316,7 @@ final class HTTP1Connection: TransportStreamDelegate {
                 // Without close_notify the end of the body cannot be told from a cut.
                 connectionFailedUnderExchange(.connectionLost(nil))
             } else if case .end(let trailers)? = try parser.finish() {
-                finishActive(.success(trailers))
+                finishActive(trailers: trailers)
             } else {
                 connectionFailedUnderExchange(.connectionLost(nil))
             }
@@ -323,7 +324,7 @@ final class HTTP1Connection: TransportStreamDelegate {
             if error.isTruncation {
                 connectionFailedUnderExchange(.connectionLost(nil))
             } else {
-                finishActive(.failure(.remoteProtocol(error)))
+                failActive(.remoteProtocol(error))
             }
         }
         close()
@@ -342,37 +343,53 @@ final class HTTP1Connection: TransportStreamDelegate {
                 return
             }
         }
-        finishActive(.failure(error))
+        failActive(error)
     }
 
     // MARK: Finishing
 
-    /// Ends the current exchange with a result and, when the connection can carry another
-    /// request, gives it back to the pool.
-    private func finishActive(_ result: Result<HTTPFields?, TransportError>) {
-        guard let current = active else { return }
-        active = nil
-        if current.exchange.request.collectsTimings { current.metrics.responseEnd = .now }
+    /// Ends the current exchange with its response complete (`trailers`, if any) and, when the
+    /// connection can carry another request, gives it back to the pool. The two endings are two
+    /// functions, not one taking a `Result`: such a `Result` (TransportError nests deep) is
+    /// destroyed through its type metadata.
+    private func finishActive(trailers: HTTPFields?) {
+        guard let current = endActive() else { return }
         let bodyComplete: Bool
         if case .complete = current.body { bodyComplete = true } else { bodyComplete = false }
-        current.metrics.requestBodyBytesSent = current.bodyBytesSent
-        let exchange = current.exchange
-        switch result {
-        case .success(let trailers):
-            let reusable = parser.connectionReuse == .keepAlive && bodyComplete && stash.isEmpty && !pendingEOF
-            let completion = Completion(exchange: exchange, trailers: trailers, metrics: current.metrics, reusable: reusable)
-            // Released at once, the pool could hand this connection a waiting request right
-            // here, and bytes still being parsed would be taken for its response: inside a
-            // parse, everything waits until the parse has checked for leftovers.
-            if parseDepth > 0 {
-                completionAfterParse = completion
-                finishedInParse = current
-            } else {
-                complete(completion)
-            }
-        case .failure(let error):
-            exchange.fail(error, metrics: current.metrics)
+        let reusable = parser.connectionReuse == .keepAlive && bodyComplete && stash.isEmpty && !pendingEOF
+        // Released at once, the pool could hand this connection a waiting request right
+        // here, and bytes still being parsed would be taken for its response: inside a
+        // parse, everything waits until the parse has checked for leftovers.
+        if parseDepth > 0 {
+            finishedInParse = current
+            trailersAfterParse = trailers
+            reusableAfterParse = reusable
+        } else {
+            complete(Completion(exchange: current.exchange, trailers: trailers, metrics: current.metrics, reusable: reusable))
         }
+    }
+
+    /// Ends the current exchange with `error`.
+    private func failActive(_ error: TransportError) {
+        guard let current = endActive() else { return }
+        current.exchange.fail(error, metrics: current.metrics)
+    }
+
+    /// The current exchange, taken off the connection with its last metrics recorded; nil
+    /// when there is none.
+    private func endActive() -> Active? {
+        guard let current = active else { return nil }
+        active = nil
+        if current.exchange.request.collectsTimings { current.metrics.responseEnd = .now }
+        current.metrics.requestBodyBytesSent = current.bodyBytesSent
+        return current
+    }
+
+    /// The completion of the response that ended in the parse just over (``finishedInParse``).
+    private func completionAfterParse() -> Completion {
+        let finished = finishedInParse!
+        defer { trailersAfterParse = nil }
+        return Completion(exchange: finished.exchange, trailers: trailersAfterParse, metrics: finished.metrics, reusable: reusableAfterParse)
     }
 
     /// Keeps the `Active` of a response that ended in the parse just over for the next
@@ -456,7 +473,7 @@ final class HTTP1Connection: TransportStreamDelegate {
     func close() {
         guard !isClosed else { return }
         isClosed = true
-        if active != nil { finishActive(.failure(.connectionLost(nil))) }
+        if active != nil { failActive(.connectionLost(nil)) }
         closeAndTellPool()
     }
 
@@ -487,7 +504,7 @@ final class HTTP1Connection: TransportStreamDelegate {
         let timeout = current.exchange.request.idleTimeout
         let now = MonotonicInstant.now
         if let deadline = current.exchange.request.deadline, now >= deadline {
-            finishActive(.failure(.timedOut))
+            failActive(.timedOut)
             close()
             return
         }
@@ -499,7 +516,7 @@ final class HTTP1Connection: TransportStreamDelegate {
             timeoutTimer = loop.scheduleTimer(at: now + remaining) { [weak self] in self?.timeoutFired() }
             return
         }
-        finishActive(.failure(.timedOut))
+        failActive(.timedOut)
         close()
     }
 
@@ -544,12 +561,12 @@ final class HTTP1Connection: TransportStreamDelegate {
               case .streaming(let producer, let length, true) = current.body else { return }
         switch result {
         case .failure(let failure):
-            finishActive(.failure(.bodyStream(failure.message)))
+            failActive(.bodyStream(failure.message))
             close()
         case .success(let chunk):
             if chunk.isEmpty {
                 if let length, current.bodyBytesSent != length {
-                    finishActive(.failure(.bodyStream("the body ended after \(current.bodyBytesSent) of \(length) bytes")))
+                    failActive(.bodyStream("the body ended after \(current.bodyBytesSent) of \(length) bytes"))
                     close()
                     return
                 }
@@ -563,7 +580,7 @@ final class HTTP1Connection: TransportStreamDelegate {
                 return
             }
             if let length, current.bodyBytesSent + Int64(chunk.count) > length {
-                finishActive(.failure(.bodyStream("the body is longer than its declared \(length) bytes")))
+                failActive(.bodyStream("the body is longer than its declared \(length) bytes"))
                 close()
                 return
             }

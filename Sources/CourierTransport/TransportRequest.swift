@@ -141,30 +141,115 @@ public enum RequestBody: Sendable {
 }
 
 /// A request as the transport carries it.
+///
+/// Its fields live in one shared box (copy on write): the session layer, the exchange and the
+/// pool each hold the request, and a copy is one retain instead of one for every string, the
+/// field list and the body in it (three such copies and their destroys were some 1,300
+/// instructions of a W1 request). Setting a field of a shared request copies the box first.
 public struct TransportRequest: Sendable {
+    /// The fields. Mutated only through a uniquely held box (``unique()``), so it needs no
+    /// lock; and no dynamic exclusivity checks: each access is a field read or one in-place set.
+    private final class Storage: @unchecked Sendable {
+        @exclusivity(unchecked) var origin: Origin
+        @exclusivity(unchecked) var proxy: ProxyServer?
+        @exclusivity(unchecked) var tunnelAuthorization: String?
+        let head: HTTPRequestHead
+        @exclusivity(unchecked) var body: RequestBody
+        @exclusivity(unchecked) var idleTimeout: Duration
+        @exclusivity(unchecked) var deadline: PackedInstant
+        @exclusivity(unchecked) var collectsTimings: Bool
+        @exclusivity(unchecked) var upgrades: Bool
+
+        init(
+            origin: Origin, head: HTTPRequestHead, body: RequestBody, idleTimeout: Duration,
+            proxy: ProxyServer?, tunnelAuthorization: String?, deadline: MonotonicInstant?, upgrades: Bool
+        ) {
+            self.origin = origin
+            self.proxy = proxy
+            self.tunnelAuthorization = tunnelAuthorization
+            self.head = head
+            self.body = body
+            self.idleTimeout = idleTimeout
+            self.deadline = PackedInstant(wrappedValue: deadline)
+            self.collectsTimings = true
+            self.upgrades = upgrades
+        }
+
+        init(copying other: Storage, head: HTTPRequestHead) {
+            self.head = head
+            origin = other.origin
+            proxy = other.proxy
+            tunnelAuthorization = other.tunnelAuthorization
+            body = other.body
+            idleTimeout = other.idleTimeout
+            deadline = other.deadline
+            collectsTimings = other.collectsTimings
+            upgrades = other.upgrades
+        }
+    }
+
+    private var storage: Storage
+
+    /// The box, copied first when another request shares it.
+    private mutating func unique() -> Storage {
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(copying: storage, head: storage.head) }
+        return storage
+    }
+
     /// The origin the request is for (a proxy, when there is one, is ``proxy``).
-    public var origin: Origin
+    public var origin: Origin {
+        _read { yield storage.origin }
+        set { unique().origin = newValue }
+    }
     /// The proxy to go through; nil: directly. An `http` request to an HTTP proxy must carry
     /// its target in absolute-form.
-    public var proxy: ProxyServer?
+    public var proxy: ProxyServer? {
+        _read { yield storage.proxy }
+        set { unique().proxy = newValue }
+    }
     /// `Proxy-Authorization` for the CONNECT that opens a tunnel through an HTTP proxy, when
     /// this request's wait makes the pool dial one.
-    public var tunnelAuthorization: String?
-    public var head: HTTPRequestHead
-    public var body: RequestBody
+    public var tunnelAuthorization: String? {
+        _read { yield storage.tunnelAuthorization }
+        set { unique().tunnelAuthorization = newValue }
+    }
+    /// The one field the box holds as a constant: the connections read it while they write the
+    /// request, and a head that could be set under them would have to be copied for each such
+    /// read. Setting it makes a new box (the session layer's cookies, credentials and
+    /// validators, before the request reaches the transport).
+    public var head: HTTPRequestHead {
+        _read { yield storage.head }
+        set { storage = Storage(copying: storage, head: newValue) }
+    }
+    public var body: RequestBody {
+        _read { yield storage.body }
+        set { unique().body = newValue }
+    }
     /// Longest silence (no byte sent or received) before the request fails as timed out.
-    public var idleTimeout: Duration
+    public var idleTimeout: Duration {
+        get { storage.idleTimeout }
+        set { unique().idleTimeout = newValue }
+    }
     /// When the whole transfer must be over (the resource timeout); nil for none.
-    @PackedInstant public var deadline: MonotonicInstant?
+    public var deadline: MonotonicInstant? {
+        get { storage.deadline.wrappedValue }
+        set { unique().deadline.wrappedValue = newValue }
+    }
     /// Whether to record the timings of ``ExchangeMetrics`` and the connection's details
     /// (addresses, TLS version and cipher suite, proxy); byte counts, the protocol name and
     /// reuse are always recorded. Off saves a clock read per step and the details' copies
     /// when nobody will look at them.
-    public var collectsTimings = true
+    public var collectsTimings: Bool {
+        get { storage.collectsTimings }
+        set { unique().collectsTimings = newValue }
+    }
     /// The request asks the server to switch protocols (a WebSocket opening handshake): a 101
     /// hands the connection to the exchange's delegate (``HTTPExchangeDelegate/exchange(_:didUpgradeWith:connection:metrics:)``)
     /// instead of failing the exchange. HTTP/1.1 only.
-    public var upgrades = false
+    public var upgrades: Bool {
+        get { storage.upgrades }
+        set { unique().upgrades = newValue }
+    }
 
     /// The connections this request may use.
     public var connectionKey: ConnectionKey {
@@ -196,11 +281,14 @@ public struct TransportRequest: Sendable {
         }
     }
 
-    public init(origin: Origin, head: HTTPRequestHead, body: RequestBody = .empty, idleTimeout: Duration = .seconds(60)) {
-        self.origin = origin
-        self.head = head
-        self.body = body
-        self.idleTimeout = idleTimeout
+    public init(
+        origin: Origin, head: HTTPRequestHead, body: RequestBody = .empty, idleTimeout: Duration = .seconds(60),
+        proxy: ProxyServer? = nil, tunnelAuthorization: String? = nil, deadline: MonotonicInstant? = nil, upgrades: Bool = false
+    ) {
+        storage = Storage(
+            origin: origin, head: head, body: body, idleTimeout: idleTimeout,
+            proxy: proxy, tunnelAuthorization: tunnelAuthorization, deadline: deadline, upgrades: upgrades
+        )
     }
 }
 
