@@ -146,7 +146,7 @@ public final class HTTPTransport: Sendable {
         switch environment {
         case .success(let environment):
             // Callers start exchanges holding no lock: an idle loop may be borrowed.
-            pool(for: request.connectionKey, in: environment).submit(exchange, entry: .borrowing)
+            pool(for: request, in: environment).submit(exchange, entry: .borrowing)
         case .failure(let error):
             exchange.fail(.dial(.connect(.connect(error))))
         }
@@ -204,8 +204,16 @@ public final class HTTPTransport: Sendable {
         }
     }
 
-    private func pool(for key: ConnectionKey, in environment: TransportEnvironment) -> PoolDriver {
+    private func pool(for request: TransportRequest, in environment: TransportEnvironment) -> PoolDriver {
         pools.withLock { pools in
+            // Most requests go straight to the origin of the request before: matched against the
+            // last pool's key in place, without making a key of their own (a copy of the origin
+            // and the proxy, and its destroy: some 500 instructions a request).
+            if let last = pools.last, request.proxy == nil, !request.upgrades, case .direct = last.key.route,
+               !last.key.http1Only, last.key.origin == request.origin {
+                return last
+            }
+            let key = request.connectionKey
             if let last = pools.last, last.key == key { return last }
             if let existing = pools.byKey[key] {
                 pools.last = existing
