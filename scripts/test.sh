@@ -8,9 +8,9 @@
 # plain debug build instead (e.g. --filter HTTP1), and the other steps are skipped.
 #
 # Time on 2 cores from a fresh clone (CI's case; each step prints its time): the Swift builds
-# are most of it, and their time varies by a third from run to run on this machine. Two fresh
-# runs took 2317 and 2685 s: the ASan build 641 and 698 s, its test run 347 and 419, the TSan
-# build 456 and 603, its test run 304 and 263.
+# are most of it, and the machine's speed varies up to two and a half times between runs. Two
+# fresh runs took 2317 and 2685 s (the ASan build 641 and 698 s, its test run 347 and 419, the
+# TSan build 456 and 603, its test run 304 and 263); a third, on a faster day, 985 s.
 # Servers are started by the tests themselves and stopped by PID; anything left over after the
 # run is stopped here from the PID files under .test-run/.
 #

@@ -25,7 +25,7 @@ final class HTTP1Connection: TransportStreamDelegate {
     @exclusivity(unchecked) private var requestsCarried = 0
     /// Response bytes read while the exchange was paused, waiting to be parsed.
     @exclusivity(unchecked) private var stash = ByteBuffer()
-    @exclusivity(unchecked) private var sendBuffer = ByteBuffer(capacity: 1024)
+    @exclusivity(unchecked) var sendBuffer = ByteBuffer(capacity: 1024)
     @exclusivity(unchecked) private var timeoutTimer: TimerID?
     /// When `timeoutTimer` fires; kept for the next exchange whose timeout is no earlier.
     @exclusivity(unchecked) private var timeoutTimerFires: MonotonicInstant?
@@ -370,7 +370,7 @@ final class HTTP1Connection: TransportStreamDelegate {
     }
 
     /// Ends the current exchange with `error`.
-    private func failActive(_ error: TransportError) {
+    func failActive(_ error: TransportError) {
         guard let current = endActive() else { return }
         current.exchange.fail(error, metrics: current.metrics)
     }
@@ -533,81 +533,6 @@ final class HTTP1Connection: TransportStreamDelegate {
     func cancelPoolIdleTimer() {
         poolIdleTimer.stop()
     }
-
-    // MARK: Request body
-
-    private func bodySent(_ count: Int64) {
-        guard active != nil else { return }
-        active!.bodyBytesSent += count
-        active!.lastActivity = loop.now
-        let exchange = active!.exchange
-        exchange.delegate.exchange(exchange, didSendBodyBytes: active!.bodyBytesSent)
-    }
-
-    /// Fetches the next chunk of a streamed body when the channel has room for it.
-    private func pumpBody() {
-        guard let current = active, case .streaming(let producer, let length, false) = current.body else { return }
-        guard stream.pendingWriteBytes < Self.bodyHighWatermark else { return }
-        active!.body = .streaming(producer, length: length, reading: true)
-        let exchange = current.exchange
-        let bound = LoopBound(self, loop: loop)
-        producer.readChunk(maxLength: Self.bodyChunkSize, deliveringOn: loop) { outcome in
-            bound.value.bodyChunkRead(outcome, for: exchange)
-        }
-    }
-
-    private func bodyChunkRead(_ result: Result<Data, BodyStreamFailure>, for exchange: HTTPExchange) {
-        guard let current = active, current.exchange === exchange,
-              case .streaming(let producer, let length, true) = current.body else { return }
-        switch result {
-        case .failure(let failure):
-            failActive(.bodyStream(failure.message))
-            close()
-        case .success(let chunk):
-            if chunk.isEmpty {
-                if let length, current.bodyBytesSent != length {
-                    failActive(.bodyStream("the body ended after \(current.bodyBytesSent) of \(length) bytes"))
-                    close()
-                    return
-                }
-                if length == nil {
-                    sendBuffer.clear()
-                    HTTP1RequestEncoder.encodeLastChunk(into: &sendBuffer)
-                    sendBuffer.withReadableBytes { stream.write($0) }
-                }
-                active!.body = .complete
-                if exchange.request.collectsTimings { active!.metrics.requestEnd = .now }
-                return
-            }
-            if let length, current.bodyBytesSent + Int64(chunk.count) > length {
-                failActive(.bodyStream("the body is longer than its declared \(length) bytes"))
-                close()
-                return
-            }
-            chunk.withUnsafeBytes { data in
-                if length == nil {
-                    sendBuffer.clear()
-                    HTTP1RequestEncoder.encodeChunkHeader(length: data.count, into: &sendBuffer)
-                    let header = sendBuffer.readableBytesArray()
-                    header.withUnsafeBytes { head in
-                        Self.crlf.withUnsafeBytes { crlf in stream.write([head, data, crlf]) }
-                    }
-                } else {
-                    stream.write(data)
-                }
-            }
-            active!.body = .streaming(producer, length: length, reading: false)
-            bodySent(Int64(chunk.count))
-            pumpBody()
-        }
-    }
-
-    private static let crlf: [UInt8] = [13, 10]
-}
-
-/// Why reading a streamed request body failed.
-struct BodyStreamFailure: Error {
-    var message: String
 }
 
 /// A 101 Switching Protocols answered a plain HTTP exchange.

@@ -206,15 +206,8 @@ public final class HTTPTransport: Sendable {
 
     private func pool(for request: TransportRequest, in environment: TransportEnvironment) -> PoolDriver {
         pools.withLock { pools in
-            // Most requests go straight to the origin of the request before: matched against the
-            // last pool's key in place, without making a key of their own (a copy of the origin
-            // and the proxy, and its destroy: some 500 instructions a request).
-            if let last = pools.last, request.proxy == nil, !request.upgrades, case .direct = last.key.route,
-               !last.key.http1Only, last.key.origin == request.origin {
-                return last
-            }
+            if let last = pools.last, request.hasConnectionKey(last.key) { return last }
             let key = request.connectionKey
-            if let last = pools.last, last.key == key { return last }
             if let existing = pools.byKey[key] {
                 pools.last = existing
                 return existing

@@ -265,6 +265,15 @@ public struct TransportRequest: Sendable {
         return key
     }
 
+    /// Whether ``connectionKey`` is `key`. A direct request (most of them) is compared in place,
+    /// without making its key (a copy of the origin and of the proxy, then its destroy: some
+    /// 400 instructions a request in the pool lookup); any other makes it.
+    public func hasConnectionKey(_ key: ConnectionKey) -> Bool {
+        guard proxy == nil && !upgrades else { return connectionKey == key }
+        guard case .direct = key.route, !key.http1Only else { return false }
+        return key.origin == origin
+    }
+
     /// How the body is delimited: the one framing rule, used by both HTTP versions and by the
     /// session layer's report of the request as sent. A body of known length (bytes, a file)
     /// has `Content-Length`; a stream of unknown length is chunked; no body has no framing
