@@ -79,6 +79,11 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         var handler: IOEventHandler
     }
 
+    private struct RegistrationSlot {
+        var generation: UInt32
+        var registration: Registration?
+    }
+
     /// Position in its group, for names and logs.
     public let index: Int
     private let epollFD: Int32
@@ -100,8 +105,12 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     /// The other of `Incoming.jobs`' two arrays: taking the jobs swaps it in, empty and with
     /// its capacity, so appending from other threads allocates only to grow.
     @exclusivity(unchecked) private var takenJobs: [SentJob] = []
-    @exclusivity(unchecked) private var registrations: [UInt64: Registration] = [:]
-    @exclusivity(unchecked) private var nextToken: UInt64 = 1
+    /// Registrations by slot: a token is its slot's index (low 32 bits) and the slot's
+    /// generation (high 32 bits, never 0, so no token is the wake-up's). A freed slot's
+    /// generation moves on, so an event collected for a registration since removed finds no
+    /// handler. An array, not a dictionary: every event looks its registration up.
+    @exclusivity(unchecked) private var slots: [RegistrationSlot] = []
+    @exclusivity(unchecked) private var freeSlots: [Int] = []
     /// Told once each at the end of the current turn (``atEndOfTurn(_:)``).
     @exclusivity(unchecked) private var turnEndHandlers: [any TurnEndHandler] = []
     /// The timer deadline the current wait for events ends at (nil: it waits until woken).
@@ -313,26 +322,45 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     /// Registers `fd` for `interest` (readable/writable; peer hang-up is always watched).
     public func register(fd: Int32, interest: IOEvents, handler: IOEventHandler) throws(SystemError) -> RegistrationToken {
         assertInEventLoop()
-        let token = nextToken
-        nextToken += 1
+        let index = freeSlots.last ?? slots.count
+        let generation = index < slots.count ? slots[index].generation : 1
+        let token = UInt64(generation) << 32 | UInt64(index)
         guard courier_epoll_ctl(epollFD, courier_EPOLL_CTL_ADD, fd, interest.rawValue, token) == 0 else {
             throw .last("epoll_ctl(ADD)")
         }
-        registrations[token] = Registration(fd: fd, handler: handler)
+        let registration = Registration(fd: fd, handler: handler)
+        if index < slots.count {
+            freeSlots.removeLast()
+            slots[index].registration = registration
+        } else {
+            slots.append(RegistrationSlot(generation: generation, registration: registration))
+        }
         return RegistrationToken(rawValue: token)
+    }
+
+    /// The live registration `token` names, or nil.
+    private func registration(_ token: UInt64) -> Registration? {
+        let index = Int(truncatingIfNeeded: token & 0xFFFF_FFFF)
+        guard index < slots.count, slots[index].generation == UInt32(truncatingIfNeeded: token >> 32) else { return nil }
+        return slots[index].registration
     }
 
     /// Changes what a registration waits for.
     public func setInterest(_ token: RegistrationToken, _ interest: IOEvents) {
         assertInEventLoop()
-        guard let registration = registrations[token.rawValue] else { return }
+        guard let registration = registration(token.rawValue) else { return }
         _ = courier_epoll_ctl(epollFD, courier_EPOLL_CTL_MOD, registration.fd, interest.rawValue, token.rawValue)
     }
 
     /// Removes a registration; events already collected for it are dropped.
     public func deregister(_ token: RegistrationToken) {
         assertInEventLoop()
-        guard let registration = registrations.removeValue(forKey: token.rawValue) else { return }
+        guard let registration = registration(token.rawValue) else { return }
+        let index = Int(truncatingIfNeeded: token.rawValue & 0xFFFF_FFFF)
+        slots[index].registration = nil
+        // 0 is skipped: a token with generation 0 could be the wake-up's.
+        slots[index].generation = slots[index].generation == .max ? 1 : slots[index].generation + 1
+        freeSlots.append(index)
         _ = courier_epoll_ctl(epollFD, courier_EPOLL_CTL_DEL, registration.fd, 0, 0)
     }
 
@@ -384,7 +412,7 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
                             continue
                         }
                         // A borrowing thread may have removed it since the wait returned.
-                        guard let registration = registrations[token] else { continue }
+                        guard let registration = registration(token) else { continue }
                         registration.handler.handleIOEvents(IOEvents(rawValue: bits))
                     }
                 }
@@ -404,7 +432,8 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         // Stopped: no thread borrows the loop any more.
         runLocalJobs()
         endTurn()
-        registrations.removeAll()
+        slots.removeAll()
+        freeSlots.removeAll()
         Glibc.close(epollFD)
         Glibc.close(wakeFD)
         readBuffer.deallocate()

@@ -23,6 +23,10 @@ public struct TimerQueue<Work> {
     private var heap = Heap<Entry>()
     private var work: [UInt64: Work] = [:]
     private var nextID: UInt64 = 1
+    /// The heap's first entry is known to have its work (or the heap is empty): the loop asks
+    /// for the next deadline every turn, and a timer that stays armed (an idle connection's)
+    /// would otherwise be looked up each time.
+    private var firstIsLive = true
 
     public init() {}
 
@@ -35,13 +39,16 @@ public struct TimerQueue<Work> {
         nextID += 1
         heap.insert(Entry(deadline: deadline, id: id))
         work[id] = item
+        if heap.min?.id == id { firstIsLive = true }
         return TimerID(rawValue: id)
     }
 
     /// Cancels a timer; returns false when it already ran or was cancelled.
     @discardableResult
     public mutating func cancel(_ id: TimerID) -> Bool {
-        work.removeValue(forKey: id.rawValue) != nil
+        guard work.removeValue(forKey: id.rawValue) != nil else { return false }
+        if heap.min?.id == id.rawValue { firstIsLive = false }
+        return true
     }
 
     /// The earliest live deadline, or nil when nothing is scheduled.
@@ -55,6 +62,7 @@ public struct TimerQueue<Work> {
     public mutating func popNextDue(now: MonotonicInstant) -> Work? {
         while let first = heap.min, first.deadline <= now {
             heap.removeMin()
+            firstIsLive = false
             if let item = work.removeValue(forKey: first.id) { return item }
         }
         return nil
@@ -68,6 +76,8 @@ public struct TimerQueue<Work> {
     }
 
     private mutating func dropCancelled() {
+        guard !firstIsLive else { return }
         while let first = heap.min, work[first.id] == nil { heap.removeMin() }
+        firstIsLive = true
     }
 }

@@ -15,6 +15,31 @@ private struct Stamp: Sendable {
     var index: Int
 }
 
+/// Records the events of its registration and drains its socket; the first event runs
+/// `onFirstEvent`.
+private final class EventProbe: IOEventHandler, @unchecked Sendable {
+    let name: String
+    let fd: Int32
+    let fired: Recorder<String>
+    /// Loop thread only.
+    var onFirstEvent: (() -> Void)?
+
+    init(_ name: String, fd: Int32, _ fired: Recorder<String>) {
+        self.name = name
+        self.fd = fd
+        self.fired = fired
+    }
+
+    func handleIOEvents(_ events: IOEvents) {
+        fired.record(name)
+        var byte: UInt8 = 0
+        while Glibc.read(fd, &byte, 1) > 0 {}
+        let action = onFirstEvent
+        onFirstEvent = nil
+        action?()
+    }
+}
+
 /// When a timer ran, against when it was due.
 private struct Firing: Sendable {
     var label: String
@@ -290,6 +315,54 @@ private struct Firing: Sendable {
         #expect(all.count == 200)
         // Sorted by deadline, and equal deadlines in scheduling order.
         #expect(all == all.sorted())
+    }
+
+    // MARK: Registrations
+
+    @Test func aRegistrationRemovedDuringATurnGetsNoneOfItsEventsAndNeitherDoesTheNextInItsPlace() async throws {
+        let loop = try EventLoop(name: "test-registrations")
+        defer { loop.shutdown() }
+        let (a, aPeer) = try RawSocket.unixPair()
+        let (b, bPeer) = try RawSocket.unixPair()
+        let (c, cPeer) = try RawSocket.unixPair()
+        defer { for fd in [a, aPeer, b, bPeer, c, cPeer] { Glibc.close(fd) } }
+        let fired = Recorder<String>()
+        let probes = [("a", a), ("b", b), ("c", c)].map { EventProbe($0.0, fd: $0.1, fired) }
+        let staleToken = Recorder<RegistrationToken>()
+        try await onLoop(loop) {
+            let tokenA = try loop.register(fd: a, interest: .readable, handler: probes[0])
+            let tokenB = try loop.register(fd: b, interest: .readable, handler: probes[1])
+            // Both become readable before the loop waits again, so one wait returns both
+            // events. Whichever is handled first removes itself and the other, and registers
+            // `c` (nothing to read) in the slot just freed: the other's event, already
+            // collected, must reach neither the other nor `c`.
+            for (probe, tokens) in [(probes[0], (tokenA, tokenB)), (probes[1], (tokenB, tokenA))] {
+                probe.onFirstEvent = {
+                    probes[0].onFirstEvent = nil
+                    probes[1].onFirstEvent = nil
+                    loop.deregister(tokens.0)
+                    loop.deregister(tokens.1)
+                    _ = try? loop.register(fd: c, interest: .readable, handler: probes[2])
+                    staleToken.record(tokens.1)
+                }
+            }
+            _ = Glibc.write(aPeer, "x", 1)
+            _ = Glibc.write(bPeer, "x", 1)
+        }
+        // Runs after the turn that handled both events.
+        try await onLoop(loop) {}
+        let first = fired.all
+        #expect(first == ["a"] || first == ["b"])
+
+        // The removed registration's token, used again, touches nothing; `c` still hears.
+        let stale = try #require(staleToken.all.first)
+        try await onLoop(loop) {
+            loop.setInterest(stale, [])
+            loop.deregister(stale)
+        }
+        _ = Glibc.write(cPeer, "x", 1)
+        let all = await fired.wait(for: 2)
+        #expect(all == first + ["c"])
     }
 
     // MARK: Shutdown and groups

@@ -153,6 +153,29 @@ final class ManualTimerQueue<Work> {
         #expect(timers.next() == nil)
     }
 
+    /// The queue remembers that its first entry is live between calls; every change of the
+    /// first entry must be seen by the next call.
+    @Test func nextDeadlineFollowsTheFirstEntryAcrossRepeatedCalls() {
+        let timers = ManualTimerQueue<String>()
+        let first = timers.schedule(10, "a")
+        timers.schedule(20, "b")
+        #expect(timers.next() == 10)
+        #expect(timers.next() == 10)
+        timers.cancel(first)
+        #expect(timers.next() == 20)
+        let earlier = timers.schedule(5, "early")
+        #expect(timers.next() == 5)
+        timers.cancel(earlier)
+        #expect(timers.next() == 20)
+        let later = timers.schedule(25, "c")
+        timers.cancel(later)
+        #expect(timers.next() == 20)
+        #expect(timers.pop(20) == ["b"])
+        #expect(timers.next() == nil)
+        timers.schedule(40, "d")
+        #expect(timers.next() == 40)
+    }
+
     @Test func nextDeadlineIsNilWhenEverythingIsCancelled() {
         let timers = ManualTimerQueue<String>()
         let ids = (0..<5).map { timers.schedule($0 * 10, "t\($0)") }
