@@ -199,4 +199,13 @@ public enum HTTPFieldValidation {
     public static func lowercased(_ byte: UInt8) -> UInt8 {
         (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) ? byte | 0x20 : byte
     }
+
+    /// True when `bytes`, their ASCII capitals lowered, are `lowercase`, which holds no
+    /// capitals: a received or given name against a known one.
+    @inlinable
+    public static func equalsLowercased(_ bytes: UnsafeRawBufferPointer, _ lowercase: UnsafeRawBufferPointer) -> Bool {
+        guard bytes.count == lowercase.count else { return false }
+        for index in 0..<bytes.count where lowercased(bytes[index]) != lowercase[index] { return false }
+        return true
+    }
 }

@@ -386,12 +386,7 @@ extension HTTP1ResponseParser {
 
 /// Compares bytes with a lower-case ASCII literal, ignoring the case of the bytes.
 func asciiCaseInsensitiveEquals(_ bytes: UnsafeRawBufferPointer, _ lowercase: StaticString) -> Bool {
-    guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
-    let literal = lowercase.utf8Start
-    for index in 0..<bytes.count where HTTPFieldValidation.lowercased(bytes[index]) != literal[index] {
-        return false
-    }
-    return true
+    HTTPFieldValidation.equalsLowercased(bytes, UnsafeRawBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount))
 }
 
 extension HTTP1ResponseParser.State {

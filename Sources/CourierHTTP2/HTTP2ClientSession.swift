@@ -306,9 +306,7 @@ public final class HTTP2ClientSession {
 
     /// True when `bytes`, lower-cased, are `candidate` (lower case).
     private static func isNamed(_ candidate: [UInt8], _ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard candidate.count == bytes.count else { return false }
-        for index in 0..<bytes.count where HTTPFieldValidation.lowercased(bytes[index]) != candidate[index] { return false }
-        return true
+        candidate.withUnsafeBytes { HTTPFieldValidation.equalsLowercased(bytes, $0) }
     }
 
     static let teName = Array("te".utf8)

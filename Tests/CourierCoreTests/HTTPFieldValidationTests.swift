@@ -219,6 +219,21 @@ struct HTTPFieldValidationTests {
         #expect(wrong.isEmpty, "\(wrong.prefix(5))")
     }
 
+    @Test("equalsLowercased: capitals of the bytes fold, nothing else does, and the lengths must agree")
+    func equalsLowercasedFoldsOnlyTheBytesCapitals() {
+        func check(_ bytes: String, _ lowercase: String) -> Bool {
+            Array(bytes.utf8).withUnsafeBytes { b in Array(lowercase.utf8).withUnsafeBytes { HTTPFieldValidation.equalsLowercased(b, $0) } }
+        }
+        #expect(check("Transfer-Encoding", "transfer-encoding"))
+        #expect(check("TE", "te"))
+        #expect(check("", ""))
+        #expect(!check("TE", "t"))
+        #expect(!check("te", "tE"), "the known name is taken as it is: a capital there matches nothing")
+        #expect(!check("@", "`"), "'@' is no capital: it does not fold to '`'")
+        #expect(!check("[", "{"))
+        #expect(!check("Te", "tf"))
+    }
+
     // MARK: Request targets
 
     @Test("isValidTarget accepts visible ASCII and obs-text", arguments: [
