@@ -41,7 +41,7 @@ struct CLITraceTests {
         let arguments = ["-s", option, "-", "-o", "/dev/null", "-d", "name=value&more", url]
         let ours = try #require(try await runCourier(arguments))
         #expect(ours.status == 0)
-        let theirs = try runTool("/usr/bin/curl", arguments)
+        let theirs = try await onOwnThread { try runTool("/usr/bin/curl", arguments) }
         let (mine, curls) = (blocks(ours.stdout), blocks(theirs))
         #expect(mine.filter { !$0[0].hasPrefix("=> Send header") } == curls.filter { !$0[0].hasPrefix("=> Send header") }, "\(ours.stdout)\n---\n\(theirs)")
         // The request head: its request line and its own size.

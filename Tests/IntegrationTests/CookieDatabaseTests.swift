@@ -3,6 +3,7 @@ import CourierPolicies
 import CourierSync
 import Foundation
 import Testing
+import _CourierTestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -332,7 +333,7 @@ struct CookieDatabaseTests {
         "a writer process killed with SIGKILL leaves a sound file: every reported batch whole, no batch in part",
         arguments: zip([30, 75, 160], [UInt32(0), 700, 2_500])
     )
-    func killedWriter(threshold: Int, delay: UInt32) throws {
+    func killedWriter(threshold: Int, delay: UInt32) async throws {
         let batches = 100_000
         let perBatch = 20
         let writer = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("courier-store-writer")
@@ -340,7 +341,8 @@ struct CookieDatabaseTests {
 
         let directory = try CookieStoreDirectory()
         defer { directory.remove() }
-        let run = try runAndKillStoreWriter(writer, arguments: [directory.store.path, String(batches), String(perBatch)], threshold: threshold, delay: delay)
+        let arguments = [directory.store.path, String(batches), String(perBatch)]
+        let run = try await onOwnThread { try runAndKillStoreWriter(writer, arguments: arguments, threshold: threshold, delay: delay) }
         let reported = run.reported
         #expect(run.killed, "the writer stopped after \(reported.count) commits: \(run.stderr)")
         #expect(run.terminationReason == .uncaughtSignal, "\(run.stderr)")

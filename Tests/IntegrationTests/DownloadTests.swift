@@ -246,10 +246,11 @@ struct DownloadTests {
     }
 
     @Test("a full disk (a tmpfs with no room, ENOSPC from the kernel) fails the download with .cannotWriteToFile, saying why, and leaves no partial file")
-    func fullDisk() throws {
+    func fullDisk() async throws {
         let probe = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("courier-download-probe")
         try #require(FileManager.default.isExecutableFile(atPath: probe.path), "courier-download-probe is built with the tests")
-        let run = try FullFileSystem.run(probe, [nginx.url("/files/1m.bin").absoluteString])
+        let source = nginx.url("/files/1m.bin").absoluteString
+        let run = try await onOwnThread { try FullFileSystem.run(probe, [source]) }
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout.hasPrefix("error \(URLError.Code.cannotWriteToFile.rawValue) "), "\(run.stdout)")
         #expect(run.stdout.contains(String(cString: strerror(ENOSPC))), "\(run.stdout)")

@@ -2,6 +2,7 @@
 import CourierCore
 import Foundation
 import Testing
+import _CourierTestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -824,14 +825,15 @@ struct URLCacheStoreTests {
         "a writer killed with SIGKILL leaves a store that serves every reported entry whole and no entry in part",
         arguments: zip([2, 8, 20], [UInt32(0), 600, 3_000])
     )
-    func killedWriter(threshold: Int, delay: UInt32) throws {
+    func killedWriter(threshold: Int, delay: UInt32) async throws {
         let bodySize = 100 * 1024
         let writer = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("courier-store-writer")
         try #require(FileManager.default.isExecutableFile(atPath: writer.path), "courier-store-writer is built with the tests")
 
         let directory = try CacheTestDirectory()
         defer { directory.remove() }
-        let run = try runAndKillStoreWriter(writer, arguments: ["cache", directory.cache.path, "2000"], threshold: threshold, delay: delay)
+        let arguments = ["cache", directory.cache.path, "2000"]
+        let run = try await onOwnThread { try runAndKillStoreWriter(writer, arguments: arguments, threshold: threshold, delay: delay) }
         let reported = run.reported
         #expect(run.killed, "the writer stopped after \(reported.count) entries: \(run.stderr)")
         #expect(run.terminationReason == .uncaughtSignal, "\(run.stderr)")

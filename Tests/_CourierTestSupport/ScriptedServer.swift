@@ -191,15 +191,16 @@ public final class ScriptedConnection: @unchecked Sendable {
 
 /// A raw-socket HTTP server on 127.0.0.1 that runs a script per connection, for the faults no
 /// real server produces on demand: truncated bodies, bad framing, stalls, stale connections.
+///
+/// It stops when ``stop()`` is called or when the last reference to it goes: its accepting
+/// thread holds only the listener's state (``Acceptor``), not the server, so a test that lets
+/// its server go leaves no thread blocked in `accept` behind.
 public final class ScriptedServer: @unchecked Sendable {
     public let port: Int
-    private let listener: Int32
-    private let accepted = Atomic<Int>(0)
-    private let stopped = Atomic<Bool>(false)
-    private let connections = Mutex<[ScriptedConnection]>([])
+    private let acceptor: Acceptor
 
     /// Connections accepted so far.
-    public var connectionCount: Int { accepted.load(ordering: .relaxed) }
+    public var connectionCount: Int { acceptor.accepted.load(ordering: .relaxed) }
 
     /// Starts listening; `script` runs on its own thread for every connection, which is closed
     /// when the script returns.
@@ -220,14 +221,15 @@ public final class ScriptedServer: @unchecked Sendable {
         }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        self.listener = fd
         self.port = Int(UInt16(bigEndian: address.sin_port))
-        let thread = Thread { [self] in acceptLoop(script) }
+        let acceptor = Acceptor(listener: fd)
+        self.acceptor = acceptor
+        let thread = Thread { acceptor.run(script) }
         thread.name = "scripted-server-\(port)"
         thread.start()
     }
 
-    deinit { stop() }
+    deinit { acceptor.stop() }
 
     public var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
@@ -236,28 +238,46 @@ public final class ScriptedServer: @unchecked Sendable {
     /// Stops accepting and ends every connection. A connection is shut down, not closed: its
     /// script sees end of stream and returns, and its own thread closes the descriptor, so a
     /// script still reading never reads from a descriptor number the process has reused.
-    public func stop() {
-        guard !stopped.exchange(true, ordering: .relaxed) else { return }
-        shutdown(listener, Int32(SHUT_RDWR))
-        Glibc.close(listener)
-        for connection in connections.withLock({ $0 }) { connection.shutdownBoth() }
-    }
+    public func stop() { acceptor.stop() }
 
-    private func acceptLoop(_ script: @escaping @Sendable (ScriptedConnection) -> Void) {
-        while !stopped.load(ordering: .relaxed) {
-            let client = accept(listener, nil, nil)
-            guard client >= 0 else {
-                if errno == EINTR { continue }
-                return
+    /// The listening socket and the connections it accepted: all the accepting thread holds.
+    private final class Acceptor: @unchecked Sendable {
+        let listener: Int32
+        let accepted = Atomic<Int>(0)
+        private let stopped = Atomic<Bool>(false)
+        private let connections = Mutex<[ScriptedConnection]>([])
+
+        init(listener: Int32) {
+            self.listener = listener
+        }
+
+        /// Shuts the listener down, which ends a wait in `accept`; the accepting thread closes
+        /// it on its way out, so no `accept` can meet the descriptor's number reused.
+        func stop() {
+            guard !stopped.exchange(true, ordering: .relaxed) else { return }
+            shutdown(listener, Int32(SHUT_RDWR))
+            for connection in connections.withLock({ $0 }) { connection.shutdownBoth() }
+        }
+
+        func run(_ script: @escaping @Sendable (ScriptedConnection) -> Void) {
+            defer { Glibc.close(listener) }
+            while !stopped.load(ordering: .relaxed) {
+                let client = accept(listener, nil, nil)
+                guard client >= 0 else {
+                    if errno == EINTR { continue }
+                    return
+                }
+                let index = accepted.add(1, ordering: .relaxed).oldValue
+                let connection = ScriptedConnection(fd: client, index: index)
+                connections.withLock { $0.append(connection) }
+                // Accepted as the server stopped: stop() may have missed it.
+                if stopped.load(ordering: .relaxed) { connection.shutdownBoth() }
+                let thread = Thread {
+                    script(connection)
+                    connection.close()
+                }
+                thread.start()
             }
-            let index = accepted.add(1, ordering: .relaxed).oldValue
-            let connection = ScriptedConnection(fd: client, index: index)
-            connections.withLock { $0.append(connection) }
-            let thread = Thread {
-                script(connection)
-                connection.close()
-            }
-            thread.start()
         }
     }
 }
