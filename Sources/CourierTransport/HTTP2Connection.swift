@@ -45,10 +45,16 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     let loop: EventLoop
     let stream: TransportStream
     /// Told of the connection's events until it closes; nil after, so no late event reaches it.
-    @exclusivity(unchecked) weak var pool: PoolDriver?
+    ///
+    /// Both references to the pool are strong. The pool holds its open connections, so until
+    /// the connection closes the two hold each other; the close ends that, since the pool then
+    /// drops the connection (and every connection of a pool that shuts down is closed). A weak
+    /// reference would give the pool a side table, and every retain and release of it, about
+    /// eight of each a request, would take the runtime's slow path.
+    @exclusivity(unchecked) var pool: PoolDriver?
     /// The same pool, kept after the connection closes: an exchange that reaches the connection
     /// just as it dies must still go back to the pool to be retried.
-    @exclusivity(unchecked) private weak var owner: PoolDriver?
+    @exclusivity(unchecked) private var owner: PoolDriver?
     /// Set when the connection has started to fail its streams on its way to closing: from then
     /// on it takes no new exchange and frees no stream slot in the pool, which would otherwise
     /// hand a waiting request to a connection about to die.

@@ -22,9 +22,38 @@ final class PoolDriver: Sendable {
         /// generation is no longer current does nothing.
         var waitTimer: (at: MonotonicInstant, generation: Int)?
         var waitTimerGeneration = 0
+        /// The loop's timer for `waitTimer`, once scheduled. Its closure holds the pool until it
+        /// fires, so it is cancelled as soon as no request waits: a pool that shut down is then
+        /// freed at once, not at the last wait's deadline.
+        var scheduledWaitTimer: ScheduledWaitTimer?
         /// ``retire()`` ran: an exchange that reaches this pool now (its caller found the pool
         /// just before the transport let it go) goes to a new pool instead.
         var retired = false
+
+        /// Request `id` waits no more. When it was the last, the wait timer is not wanted any
+        /// more: returned, to be cancelled outside the lock.
+        mutating func endWait(_ id: PoolRequestID) -> ScheduledWaitTimer? {
+            waitDeadlines[id] = nil
+            guard waitDeadlines.isEmpty, waitTimer != nil else { return nil }
+            waitTimer = nil
+            defer { scheduledWaitTimer = nil }
+            return scheduledWaitTimer
+        }
+    }
+
+    /// A wait timer on its loop.
+    struct ScheduledWaitTimer {
+        let loop: EventLoop
+        let id: TimerID
+
+        func cancel() {
+            if loop.inEventLoop {
+                loop.cancelTimer(id)
+            } else {
+                let (loop, id) = (loop, id)
+                loop.execute { loop.cancelTimer(id) }
+            }
+        }
     }
 
     let key: ConnectionKey
@@ -102,16 +131,27 @@ final class PoolDriver: Sendable {
     }
 
     func cancel(_ id: PoolRequestID) {
+        var unwanted: ScheduledWaitTimer?
         run(state.withLock { state in
-            state.waitDeadlines[id] = nil
+            unwanted = state.endWait(id)
             return state.machine.requestCancelled(id)
         })
+        unwanted?.cancel()
     }
 
     private func armWaitTimer(_ timer: (at: MonotonicInstant, generation: Int)) {
         let loop = group.next()
         loop.execute { [self] in
-            loop.scheduleTimer(at: timer.at) { [self] in waitTimerFired(generation: timer.generation) }
+            let id = loop.scheduleTimer(at: timer.at) { [self] in waitTimerFired(generation: timer.generation) }
+            let scheduled = ScheduledWaitTimer(loop: loop, id: id)
+            // Kept only while it is the current timer; the one it replaces is cancelled.
+            let (current, replaced) = state.withLock { state -> (Bool, ScheduledWaitTimer?) in
+                guard state.waitTimer?.generation == timer.generation else { return (false, nil) }
+                defer { state.scheduledWaitTimer = scheduled }
+                return (true, state.scheduledWaitTimer)
+            }
+            if !current { loop.cancelTimer(id) }
+            replaced?.cancel()
         }
     }
 
@@ -125,6 +165,7 @@ final class PoolDriver: Sendable {
         state.withLock { state in
             guard state.waitTimer?.generation == generation else { return }
             state.waitTimer = nil
+            state.scheduledWaitTimer = nil
             var earliest: MonotonicInstant?
             for (id, deadline) in state.waitDeadlines {
                 if deadline <= now {
@@ -195,15 +236,20 @@ final class PoolDriver: Sendable {
     /// exchange.
     func retire() -> [HTTPExchange] {
         var waiting: [HTTPExchange] = []
+        var unwanted: ScheduledWaitTimer?
         let actions = state.withLock { state -> [Action] in
             state.retired = true
             waiting = state.exchanges.sorted { $0.key < $1.key }.map(\.value)
             state.exchanges.removeAll()
             state.waitDeadlines.removeAll()
+            state.waitTimer = nil
+            unwanted = state.scheduledWaitTimer
+            state.scheduledWaitTimer = nil
             // The machine fails the waiters it held; their exchanges are no longer in the
             // table, so nothing is delivered for them.
             return state.machine.shutdown()
         }
+        unwanted?.cancel()
         run(actions)
         return waiting
     }
@@ -229,10 +275,11 @@ final class PoolDriver: Sendable {
             case .executeRequest(let requestID, let connectionID):
                 let cancelsIdleTimer = cancelsIdleTimerOf == connectionID
                 cancelsIdleTimerOf = nil
-                let (exchange, connection) = state.withLock { state in
-                    state.waitDeadlines[requestID] = nil
-                    return (state.exchanges.removeValue(forKey: requestID), state.connections[connectionID])
+                let (exchange, connection, unwanted) = state.withLock { state in
+                    let unwanted = state.endWait(requestID)
+                    return (state.exchanges.removeValue(forKey: requestID), state.connections[connectionID], unwanted)
                 }
+                unwanted?.cancel()
                 guard let exchange else {
                     if cancelsIdleTimer { connection?.onLoop { $0.cancelPoolIdleTimer() } }
                     continue
@@ -253,10 +300,11 @@ final class PoolDriver: Sendable {
                 case .borrowing: connection.onLoopBorrowing((exchange, cancelsIdleTimer), body)
                 }
             case .failRequest(let requestID, let failure):
-                let exchange = state.withLock { state in
-                    state.waitDeadlines[requestID] = nil
-                    return state.exchanges.removeValue(forKey: requestID)
+                let (exchange, unwanted) = state.withLock { state in
+                    let unwanted = state.endWait(requestID)
+                    return (state.exchanges.removeValue(forKey: requestID), unwanted)
                 }
+                unwanted?.cancel()
                 switch failure {
                 case .dialFailed(let error): exchange?.fail(error == .cancelled ? .cancelled : .dial(error))
                 case .cancelled: exchange?.fail(.cancelled)
@@ -292,7 +340,9 @@ final class PoolDriver: Sendable {
     /// Dials a connection on the caller's loop when it is one of ours, else the next loop.
     private func dial(_ id: PoolConnectionID) {
         let loop = group.currentOrNext()
-        let dialer = Dialer(key: key, environment: environment) { [weak self] in self?.oldestWaitingExchange() }
+        // Strong, like the completion below: the dial ends, and a weak capture would give the
+        // pool a side table (see HTTP1Connection.pool).
+        let dialer = Dialer(key: key, environment: environment) { [self] in oldestWaitingExchange() }
         dialer.start(on: loop) { [self] result in
             switch result {
             case .success(let dialed): established(id, stream: dialed.stream, http2: dialed.http2, timings: dialed.timings)
@@ -333,6 +383,7 @@ final class PoolDriver: Sendable {
 
     private func connectionFailed(_ id: PoolConnectionID, _ failure: DialFailure) {
         var refused: HTTPExchange?
+        var unwanted: ScheduledWaitTimer?
         let actions = state.withLock { state -> [Action] in
             var actions = state.machine.connectionFailed(id, error: failure)
             // A proxy's refusal of a tunnel answers the credential of the request it was dialed
@@ -343,11 +394,12 @@ final class PoolDriver: Sendable {
                   !actions.contains(where: { if case .failRequest = $0 { true } else { false } }),
                   let (requestID, exchange) = state.exchanges.min(by: { $0.key < $1.key }) else { return actions }
             state.exchanges[requestID] = nil
-            state.waitDeadlines[requestID] = nil
+            unwanted = state.endWait(requestID)
             actions += state.machine.requestCancelled(requestID)
             refused = exchange
             return actions
         }
+        unwanted?.cancel()
         refused?.fail(.dial(failure))
         run(actions)
     }

@@ -14,7 +14,7 @@ import Glibc
     private func connectThenLetGo() async throws -> Int32 {
         let server = try ScriptedServer { connection in _ = connection.readToEOF(timeout: 60) }
         let client = try #require(connectToLoopback(port: server.port))
-        let accepted = await eventually { server.connectionCount == 1 }
+        let accepted = await pollUntil { server.connectionCount == 1 }
         #expect(accepted)
         return client
     }
@@ -31,14 +31,4 @@ import Glibc
         }
         #expect(ended, "the connection of a server no one holds any more is shut down")
     }
-}
-
-/// Polls `condition` every few milliseconds for up to `timeout`.
-private func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return condition()
 }
