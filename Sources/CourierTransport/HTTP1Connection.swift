@@ -35,11 +35,13 @@ final class HTTP1Connection: TransportStreamDelegate {
     @exclusivity(unchecked) private var timeoutTimer: TimerID?
     /// When `timeoutTimer` fires; kept for the next exchange whose timeout is no earlier.
     @exclusivity(unchecked) private var timeoutTimerFires: MonotonicInstant?
-    /// The pool's idle timer, kept across exchanges (see ``IdleTimer``).
-    private lazy var poolIdleTimer = IdleTimer(loop: loop) { [weak self] in
-        guard let self else { return }
+    /// The pool's idle timer, kept across exchanges (see ``IdleTimer``). Its closure holds the
+    /// connection until ``IdleTimer/cancel()``, which the close and the hand-off call.
+    private lazy var poolIdleTimer = IdleTimer(loop: loop) { [self] in
         pool?.idleTimeoutFired(id)
     }
+    /// What the stream tells, passed on to this connection (see ``StreamEvents``).
+    private lazy var streamEvents = StreamEvents(self)
     @exclusivity(unchecked) private(set) var isClosed = false
     let establishedAt: MonotonicInstant
     let connectTimings: ConnectTimings
@@ -57,7 +59,7 @@ final class HTTP1Connection: TransportStreamDelegate {
         self.owner = pool
         self.establishedAt = .now
         self.connectTimings = timings
-        stream.delegate = self
+        stream.delegate = streamEvents
     }
 
     /// The details every exchange's metrics share (see ``ExchangeMetrics``).
@@ -498,7 +500,8 @@ final class HTTP1Connection: TransportStreamDelegate {
         if let deadline { first = min(first, deadline) }
         if timeoutTimer != nil, let fires = timeoutTimerFires, fires <= first { return }
         cancelTimeout()
-        timeoutTimer = loop.scheduleTimer(at: first) { [weak self] in self?.timeoutFired() }
+        // Strong captures, here and below: the close cancels the timer (see StreamEvents).
+        timeoutTimer = loop.scheduleTimer(at: first) { [self] in timeoutFired() }
         timeoutTimerFires = first
     }
 
@@ -519,7 +522,7 @@ final class HTTP1Connection: TransportStreamDelegate {
             var remaining = current.readingPaused ? timeout : timeout - silent
             if let deadline = current.exchange.request.deadline { remaining = min(remaining, deadline - now) }
             timeoutTimerFires = now + remaining
-            timeoutTimer = loop.scheduleTimer(at: now + remaining) { [weak self] in self?.timeoutFired() }
+            timeoutTimer = loop.scheduleTimer(at: now + remaining) { [self] in timeoutFired() }
             return
         }
         failActive(.timedOut)
@@ -544,4 +547,29 @@ final class HTTP1Connection: TransportStreamDelegate {
 /// A 101 Switching Protocols answered a plain HTTP exchange.
 struct UnexpectedUpgradeError: RemoteProtocolError {
     var description: String { "unexpected 101 Switching Protocols response" }
+}
+
+extension HTTP1Connection {
+    /// The stream's delegate in the connection's place.
+    ///
+    /// A stream holds its delegate weakly, and any weak reference to an object gives it a side
+    /// table, after which every retain and release of it takes the runtime's slow path: about
+    /// eight of each a W1 request for the connection, which the pool, its handle and the
+    /// exchange retain. So the stream holds this small object weakly instead, and it reaches
+    /// the connection through an unowned reference, which needs no side table. The connection
+    /// owns it, so it never outlives the connection but for a call in progress, and the
+    /// unowned reference holds the connection for that call. Nothing else refers to the
+    /// connection weakly: its timers hold it strongly until they fire or the close cancels them.
+    final class StreamEvents: TransportStreamDelegate {
+        private unowned let connection: HTTP1Connection
+
+        init(_ connection: HTTP1Connection) {
+            self.connection = connection
+        }
+
+        func streamDidRead(_ bytes: UnsafeRawBufferPointer) { connection.streamDidRead(bytes) }
+        func streamDidReadEOF(cleanly: Bool) { connection.streamDidReadEOF(cleanly: cleanly) }
+        func streamDidDrainWrites() { connection.streamDidDrainWrites() }
+        func streamDidFail(_ error: TransportError) { connection.streamDidFail(error) }
+    }
 }

@@ -12,7 +12,8 @@ import CourierReactor
 /// whole delay. Loop thread only.
 final class IdleTimer {
     private let loop: EventLoop
-    private let onExpiry: () -> Void
+    /// Dropped by ``cancel()``: an owner that the closure holds strongly is let go then.
+    @exclusivity(unchecked) private var onExpiry: (() -> Void)?
     @exclusivity(unchecked) private var timer: TimerID?
     /// When the armed timer fires.
     @exclusivity(unchecked) private var firesAt: MonotonicInstant?
@@ -40,10 +41,12 @@ final class IdleTimer {
         due = nil
     }
 
-    /// Stops for good (the connection closes): the armed timer goes too.
+    /// Stops for good (the connection closes): the armed timer goes too, and so does
+    /// `onExpiry`, with whatever it holds.
     func cancel() {
         due = nil
         cancelArmed()
+        onExpiry = nil
     }
 
     private func arm(at instant: MonotonicInstant) {
@@ -67,7 +70,7 @@ final class IdleTimer {
         guard let due else { return }
         if MonotonicInstant.now >= due {
             self.due = nil
-            onExpiry()
+            onExpiry?()
         } else {
             arm(at: due)
         }

@@ -49,6 +49,25 @@ import _CourierTestSupport
         try await expectFreedAfterShutdown(Origin(scheme: .http, host: "127.0.0.1", port: UInt16(server.port)), "/")
     }
 
+    @Test("a connection the server closes is freed while its transport lives on")
+    func connectionClosedByServerIsFreed() async throws {
+        let server = try ScriptedServer { connection in
+            guard connection.readRequest() != nil else { return }
+            connection.respond(headers: [("Connection", "close")], body: Array("ok".utf8))
+        }
+        let watcher = Watcher()
+        let transport = HTTPTransport()
+        defer { transport.shutdown() }
+        let head = HTTPRequestHead(method: .get, target: "/", authority: "127.0.0.1:\(server.port)", scheme: "http", fields: HTTPFields())
+        let request = TransportRequest(origin: Origin(scheme: .http, host: "127.0.0.1", port: UInt16(server.port)), head: head)
+        transport.start(transport.makeExchange(request, delegate: watcher))
+        #expect(await pollUntil { watcher.outcome.withLock { $0.ended || $0.failure != nil } })
+        #expect(watcher.outcome.withLock { $0.failure == nil })
+        let freed = await pollUntil { watcher.connection == nil }
+        #expect(freed, "a closed connection outlived its close")
+        #expect(watcher.pool != nil, "the transport still holds its pool")
+    }
+
     @Test("the same over HTTP/2 (nginx, ALPN)")
     func shutDownFreesHTTP2PoolsAndConnections() async throws {
         let nginx = try NginxServer.shared()
