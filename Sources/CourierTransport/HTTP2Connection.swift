@@ -77,13 +77,16 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     /// The one timer for every stream's timeouts, and when it fires (``checkTimeouts()``).
     @exclusivity(unchecked) private var timeoutTimer: TimerID?
     @exclusivity(unchecked) private var timeoutTimerFires: MonotonicInstant?
-    /// The pool's idle timer, kept across streams (see ``IdleTimer``).
-    private lazy var poolIdleTimer = IdleTimer(loop: loop) { [weak self] in
-        guard let self else { return }
+    /// The pool's idle timer, kept across streams (see ``IdleTimer``). Its closure, and the
+    /// ping timer's, hold the connection until ``IdleTimer/cancel()``, which the close calls.
+    private lazy var poolIdleTimer = IdleTimer(loop: loop) { [self] in
         pool?.idleTimeoutFired(id)
     }
     /// While idle, a PING every ``idlePingInterval``; kept across streams too.
-    private lazy var pingTimer = IdleTimer(loop: loop) { [weak self] in self?.pingWhileIdle() }
+    private lazy var pingTimer = IdleTimer(loop: loop) { [self] in pingWhileIdle() }
+    /// What the stream and the nghttp2 session tell, passed on to this connection (see
+    /// ``Events``).
+    private lazy var events = Events(self)
     @exclusivity(unchecked) private var awaitingPing = false
     private let connectTimings: ConnectTimings
     /// Streams assumed allowed until the server's SETTINGS say otherwise (RFC 9113 section
@@ -108,8 +111,8 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         self.owner = pool
         self.connectTimings = timings
         session = try HTTP2ClientSession(configuration: configuration)
-        session.delegate = self
-        stream.delegate = self
+        session.delegate = events
+        stream.delegate = events
         flush()
     }
 
@@ -528,7 +531,8 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     private func armTimeoutCheck(at time: MonotonicInstant) {
         if timeoutTimer != nil, let fires = timeoutTimerFires, fires <= time { return }
         if let timeoutTimer { loop.cancelTimer(timeoutTimer) }
-        timeoutTimer = loop.scheduleTimer(at: time) { [weak self] in self?.checkTimeouts() }
+        // A strong capture: the close cancels the timer (see Events).
+        timeoutTimer = loop.scheduleTimer(at: time) { [self] in checkTimeouts() }
         timeoutTimerFires = time
     }
 
@@ -603,4 +607,48 @@ extension HTTP2Connection {
     func takeReceiveBuffer(
         holding bytes: UnsafeRawBufferPointer, for exchange: HTTPExchange, replacement: () -> UnsafeMutableRawPointer
     ) -> UnsafeMutableRawPointer? { nil }
+}
+
+extension HTTP2Connection {
+    /// The stream's and the nghttp2 session's delegate in the connection's place: both hold
+    /// their delegate weakly, which would give the connection a side table and send every
+    /// retain and release of it down the runtime's slow path (``HTTP1Connection/StreamEvents``
+    /// tells the same for HTTP/1). This object takes the weak references and reaches the
+    /// connection through an unowned one, which holds it for each call; the connection owns it.
+    final class Events: TransportStreamDelegate, HTTP2SessionDelegate {
+        private unowned let connection: HTTP2Connection
+
+        init(_ connection: HTTP2Connection) {
+            self.connection = connection
+        }
+
+        func streamDidRead(_ bytes: UnsafeRawBufferPointer) { connection.streamDidRead(bytes) }
+        func streamDidReadEOF(cleanly: Bool) { connection.streamDidReadEOF(cleanly: cleanly) }
+        func streamDidDrainWrites() { connection.streamDidDrainWrites() }
+        func streamDidFail(_ error: TransportError) { connection.streamDidFail(error) }
+
+        func http2Stream(_ streamID: Int32, didReceiveHead head: HTTPResponseHead) {
+            connection.http2Stream(streamID, didReceiveHead: head)
+        }
+        func http2Stream(_ streamID: Int32, didReceiveInformationalHead head: HTTPResponseHead) {
+            connection.http2Stream(streamID, didReceiveInformationalHead: head)
+        }
+        func http2Stream(_ streamID: Int32, didReceiveData bytes: UnsafeRawBufferPointer) {
+            connection.http2Stream(streamID, didReceiveData: bytes)
+        }
+        func http2Stream(_ streamID: Int32, didReceiveTrailers trailers: HTTPFields) {
+            connection.http2Stream(streamID, didReceiveTrailers: trailers)
+        }
+        func http2Stream(_ streamID: Int32, didCloseWith error: HTTP2StreamError?) {
+            connection.http2Stream(streamID, didCloseWith: error)
+        }
+        func http2DidReceiveMaxConcurrentStreams(_ limit: Int) { connection.http2DidReceiveMaxConcurrentStreams(limit) }
+        func http2DidReceiveGoAway(lastStreamID: Int32, errorCode: UInt32) {
+            connection.http2DidReceiveGoAway(lastStreamID: lastStreamID, errorCode: errorCode)
+        }
+        func http2DidReceivePingAcknowledgement() { connection.http2DidReceivePingAcknowledgement() }
+        func http2Stream(_ streamID: Int32, readBodyInto buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyChunk {
+            connection.http2Stream(streamID, readBodyInto: buffer)
+        }
+    }
 }
