@@ -560,16 +560,11 @@ extension HTTP1Connection {
     /// owns it, so it never outlives the connection but for a call in progress, and the
     /// unowned reference holds the connection for that call. Nothing else refers to the
     /// connection weakly: its timers hold it strongly until they fire or the close cancels them.
-    final class StreamEvents: TransportStreamDelegate {
-        private unowned let connection: HTTP1Connection
+    final class StreamEvents: StreamEventsForwarder {
+        unowned let target: HTTP1Connection
 
         init(_ connection: HTTP1Connection) {
-            self.connection = connection
+            target = connection
         }
-
-        func streamDidRead(_ bytes: UnsafeRawBufferPointer) { connection.streamDidRead(bytes) }
-        func streamDidReadEOF(cleanly: Bool) { connection.streamDidReadEOF(cleanly: cleanly) }
-        func streamDidDrainWrites() { connection.streamDidDrainWrites() }
-        func streamDidFail(_ error: TransportError) { connection.streamDidFail(error) }
     }
 }

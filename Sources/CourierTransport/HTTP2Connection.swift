@@ -615,17 +615,13 @@ extension HTTP2Connection {
     /// retain and release of it down the runtime's slow path (``HTTP1Connection/StreamEvents``
     /// tells the same for HTTP/1). This object takes the weak references and reaches the
     /// connection through an unowned one, which holds it for each call; the connection owns it.
-    final class Events: TransportStreamDelegate, HTTP2SessionDelegate {
-        private unowned let connection: HTTP2Connection
+    final class Events: StreamEventsForwarder, HTTP2SessionDelegate {
+        unowned let target: HTTP2Connection
+        private var connection: HTTP2Connection { target }
 
         init(_ connection: HTTP2Connection) {
-            self.connection = connection
+            target = connection
         }
-
-        func streamDidRead(_ bytes: UnsafeRawBufferPointer) { connection.streamDidRead(bytes) }
-        func streamDidReadEOF(cleanly: Bool) { connection.streamDidReadEOF(cleanly: cleanly) }
-        func streamDidDrainWrites() { connection.streamDidDrainWrites() }
-        func streamDidFail(_ error: TransportError) { connection.streamDidFail(error) }
 
         func http2Stream(_ streamID: Int32, didReceiveHead head: HTTPResponseHead) {
             connection.http2Stream(streamID, didReceiveHead: head)

@@ -14,6 +14,22 @@ protocol TransportStreamDelegate: AnyObject {
     func streamDidFail(_ error: TransportError)
 }
 
+/// A stream delegate that passes every event on to `target`, which it refers to without a weak
+/// reference: a connection's stand-in as its stream's delegate, since a stream holds its
+/// delegate weakly and a weak reference gives its object a side table (see
+/// ``HTTP1Connection/StreamEvents``).
+protocol StreamEventsForwarder: TransportStreamDelegate {
+    associatedtype Target: TransportStreamDelegate
+    var target: Target { get }
+}
+
+extension StreamEventsForwarder {
+    func streamDidRead(_ bytes: UnsafeRawBufferPointer) { target.streamDidRead(bytes) }
+    func streamDidReadEOF(cleanly: Bool) { target.streamDidReadEOF(cleanly: cleanly) }
+    func streamDidDrainWrites() { target.streamDidDrainWrites() }
+    func streamDidFail(_ error: TransportError) { target.streamDidFail(error) }
+}
+
 /// What the TLS handshake settled, for metrics.
 struct TLSDetails: Sendable {
     var version: TLSVersion?
