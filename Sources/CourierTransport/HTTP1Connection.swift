@@ -472,6 +472,7 @@ final class HTTP1Connection: TransportStreamDelegate {
         let environment = pool?.environment ?? owner?.environment
         pool?.connectionClosed(id)
         pool = nil
+        streamEvents.target = nil
         let connection = UpgradedConnection(stream: stream, leftover: bytes)
         connection.environment = environment
         return connection
@@ -491,6 +492,7 @@ final class HTTP1Connection: TransportStreamDelegate {
         stream.close()
         pool?.connectionClosed(id)
         pool = nil
+        streamEvents.target = nil
     }
 
     // MARK: Timers
@@ -555,13 +557,13 @@ extension HTTP1Connection {
     /// A stream holds its delegate weakly, and any weak reference to an object gives it a side
     /// table, after which every retain and release of it takes the runtime's slow path: about
     /// eight of each a W1 request for the connection, which the pool, its handle and the
-    /// exchange retain. So the stream holds this small object weakly instead, and it reaches
-    /// the connection through an unowned reference, which needs no side table. The connection
-    /// owns it, so it never outlives the connection but for a call in progress, and the
-    /// unowned reference holds the connection for that call. Nothing else refers to the
-    /// connection weakly: its timers hold it strongly until they fire or the close cancels them.
+    /// exchange retain. So the stream holds this small object weakly instead, and it holds the
+    /// connection strongly until the connection closes or hands its stream off, which sets
+    /// `target` to nil and ends that cycle; an event after that is dropped, never delivered to
+    /// a connection that is gone. Nothing else refers to the connection weakly: its timers hold
+    /// it strongly until they fire or the close cancels them.
     final class StreamEvents: StreamEventsForwarder {
-        unowned let target: HTTP1Connection
+        @exclusivity(unchecked) var target: HTTP1Connection?
 
         init(_ connection: HTTP1Connection) {
             target = connection

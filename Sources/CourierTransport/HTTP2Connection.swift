@@ -512,6 +512,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         stream.close()
         pool?.connectionClosed(id)
         pool = nil
+        events.target = nil
     }
 
     // MARK: Timers
@@ -607,44 +608,4 @@ extension HTTP2Connection {
     func takeReceiveBuffer(
         holding bytes: UnsafeRawBufferPointer, for exchange: HTTPExchange, replacement: () -> UnsafeMutableRawPointer
     ) -> UnsafeMutableRawPointer? { nil }
-}
-
-extension HTTP2Connection {
-    /// The stream's and the nghttp2 session's delegate in the connection's place: both hold
-    /// their delegate weakly, which would give the connection a side table and send every
-    /// retain and release of it down the runtime's slow path (``HTTP1Connection/StreamEvents``
-    /// tells the same for HTTP/1). This object takes the weak references and reaches the
-    /// connection through an unowned one, which holds it for each call; the connection owns it.
-    final class Events: StreamEventsForwarder, HTTP2SessionDelegate {
-        unowned let target: HTTP2Connection
-        private var connection: HTTP2Connection { target }
-
-        init(_ connection: HTTP2Connection) {
-            target = connection
-        }
-
-        func http2Stream(_ streamID: Int32, didReceiveHead head: HTTPResponseHead) {
-            connection.http2Stream(streamID, didReceiveHead: head)
-        }
-        func http2Stream(_ streamID: Int32, didReceiveInformationalHead head: HTTPResponseHead) {
-            connection.http2Stream(streamID, didReceiveInformationalHead: head)
-        }
-        func http2Stream(_ streamID: Int32, didReceiveData bytes: UnsafeRawBufferPointer) {
-            connection.http2Stream(streamID, didReceiveData: bytes)
-        }
-        func http2Stream(_ streamID: Int32, didReceiveTrailers trailers: HTTPFields) {
-            connection.http2Stream(streamID, didReceiveTrailers: trailers)
-        }
-        func http2Stream(_ streamID: Int32, didCloseWith error: HTTP2StreamError?) {
-            connection.http2Stream(streamID, didCloseWith: error)
-        }
-        func http2DidReceiveMaxConcurrentStreams(_ limit: Int) { connection.http2DidReceiveMaxConcurrentStreams(limit) }
-        func http2DidReceiveGoAway(lastStreamID: Int32, errorCode: UInt32) {
-            connection.http2DidReceiveGoAway(lastStreamID: lastStreamID, errorCode: errorCode)
-        }
-        func http2DidReceivePingAcknowledgement() { connection.http2DidReceivePingAcknowledgement() }
-        func http2Stream(_ streamID: Int32, readBodyInto buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyChunk {
-            connection.http2Stream(streamID, readBodyInto: buffer)
-        }
-    }
 }

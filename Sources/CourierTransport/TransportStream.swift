@@ -20,14 +20,16 @@ protocol TransportStreamDelegate: AnyObject {
 /// ``HTTP1Connection/StreamEvents``).
 protocol StreamEventsForwarder: TransportStreamDelegate {
     associatedtype Target: TransportStreamDelegate
-    var target: Target { get }
+    /// The connection, until it closes or hands its stream off: an event after that finds
+    /// nil and is dropped.
+    var target: Target? { get }
 }
 
 extension StreamEventsForwarder {
-    func streamDidRead(_ bytes: UnsafeRawBufferPointer) { target.streamDidRead(bytes) }
-    func streamDidReadEOF(cleanly: Bool) { target.streamDidReadEOF(cleanly: cleanly) }
-    func streamDidDrainWrites() { target.streamDidDrainWrites() }
-    func streamDidFail(_ error: TransportError) { target.streamDidFail(error) }
+    func streamDidRead(_ bytes: UnsafeRawBufferPointer) { target?.streamDidRead(bytes) }
+    func streamDidReadEOF(cleanly: Bool) { target?.streamDidReadEOF(cleanly: cleanly) }
+    func streamDidDrainWrites() { target?.streamDidDrainWrites() }
+    func streamDidFail(_ error: TransportError) { target?.streamDidFail(error) }
 }
 
 /// What the TLS handshake settled, for metrics.
