@@ -183,6 +183,12 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         return threadID.load(ordering: .relaxed) == current || borrower.load(ordering: .relaxed) == current
     }
 
+    /// True when the calling thread has borrowed the loop (``runBorrowing(_:)``); false on the
+    /// loop's own thread.
+    public var isBorrowedByCurrentThread: Bool {
+        borrower.load(ordering: .relaxed) == UInt(pthread_self())
+    }
+
     /// Runs `job` on the loop, soon; callable from any thread.
     public func execute(_ job: @escaping Job) {
         if inEventLoop {

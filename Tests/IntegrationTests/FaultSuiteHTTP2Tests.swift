@@ -88,6 +88,15 @@ struct FaultSuiteHTTP2Tests {
         return connections
     }
 
+    /// Waits (up to 10 s) for the server to log a request for `path`, and returns the first.
+    func firstRequest(for path: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> H2FaultServer.LoggedRequest {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while server.requests(pathContaining: path).isEmpty, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return try #require(server.requests(pathContaining: path).first, "the server never saw \(path)", sourceLocation: sourceLocation)
+    }
+
     /// Waits (up to 30 s) for the server to see each connection end: the client dropped the
     /// connection the fault broke, rather than keeping it (and, for a flood, reading forever).
     func expectClosed(_ connections: [Int], sourceLocation: SourceLocation = #_sourceLocation) async {
@@ -373,11 +382,7 @@ struct FaultSuiteHTTP2Tests {
         // A chunk every 100 ms keeps the stream busy, so the idle timeout never fires.
         let endless = Task { try await session.data(from: server.url(path)) }
         // Wait until the server has the request, so /ok finds the connection open.
-        let deadline = ContinuousClock.now + .seconds(10)
-        while server.requests(pathContaining: path).isEmpty, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        let endlessRequest = try #require(server.requests(pathContaining: path).first, "the server never saw \(path)")
+        let endlessRequest = try await firstRequest(for: path)
         // Let a few chunks arrive before the second request.
         try await Task.sleep(for: .milliseconds(300))
 
@@ -397,6 +402,42 @@ struct FaultSuiteHTTP2Tests {
         }
         #expect(server.hasSeenReset(connection: endlessRequest.connection, stream: endlessRequest.stream))
         try await expectUsable(session, after: [endlessRequest.connection], tag: tag)
+    }
+
+    @Test("requests sent from the cooperative pool beside a silent stream go out with no read to carry them")
+    func burstBesideSilentStream() async throws {
+        let session = makeSession()
+        let tag = makeTag()
+        let path = "/silent?t=\(tag)"
+        let silent = Task { try await session.data(from: server.url(path)) }
+        let silentRequest = try await firstRequest(for: path)
+
+        // A task that finds the loop parked submits in its place, with the silent stream open,
+        // so its HEADERS wait for the flush queued on the pool: the silent stream brings no read
+        // that would send them, and without that flush the load would time out. One at a time
+        // first (the loop is parked between them, unless it is still finishing the last one),
+        // then a burst from several tasks.
+        let start = ContinuousClock.now
+        var responses: [(Data, URLResponse)] = []
+        for index in 0..<6 {
+            responses.append(try await session.data(from: server.url("/ok?t=\(tag)-one-\(index)")))
+        }
+        responses += try await withThrowingTaskGroup(of: (Data, URLResponse).self) { group in
+            for index in 0..<8 {
+                group.addTask { try await session.data(from: server.url("/ok?t=\(tag)-burst-\(index)")) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(ContinuousClock.now - start < Self.hangLimit)
+        #expect(responses.count == 14)
+        for (data, response) in responses {
+            #expect(data == Self.hello)
+            #expect(faultConnection(response) == silentRequest.connection, "the burst shares the silent stream's connection")
+        }
+
+        silent.cancel()
+        await expectURLError(.cancelled) { _ = try await silent.value }
+        try await expectUsable(session, after: [silentRequest.connection], tag: tag)
     }
 }
 
