@@ -21,12 +21,21 @@ import Foundation
 final class ReadCopies: Sendable {
     /// The one the delegate data sinks share: buffers of the event loop's receive buffer size,
     /// at most 2 spares (512 KiB). With 4, a 1 GiB download peaked 0.5–0.7 MB higher and was
-    /// no faster.
-    static let shared = ReadCopies(bufferSize: EventLoop.readBufferSize, maxSpares: 2)
+    /// no faster. Small reads are joined in buffers of 32 KiB (``fillings``), at most 8 spares.
+    static let shared = ReadCopies(
+        bufferSize: EventLoop.readBufferSize, maxSpares: 2, fillings: ReadCopies(bufferSize: 32 * 1024, maxSpares: 8)
+    )
 
     let bufferSize: Int
     let smallest: Int
     let maxSpares: Int
+    /// Where the buffers that join small reads come from (``filling()``), when not this pool.
+    private let separateFillings: ReadCopies?
+
+    /// The pool of the buffers that join small reads: smaller than a large read's, so that a
+    /// run of a few HTTP/2 DATA frames is over a quarter of one and is handed to the delegate
+    /// where it was joined, not copied again (see ``Filling/seal()``).
+    var fillings: ReadCopies { separateFillings ?? self }
 
     /// A spare buffer, owned by the list that holds it.
     private struct Spare: @unchecked Sendable {
@@ -35,10 +44,13 @@ final class ReadCopies: Sendable {
 
     private let spares = Mutex<[Spare]>([])
 
-    init(bufferSize: Int, maxSpares: Int) {
+    /// A pool of `bufferSize` buffers that keeps `maxSpares` of them; small reads are joined in
+    /// buffers of `fillings`, or of this pool when nil.
+    init(bufferSize: Int, maxSpares: Int, fillings: ReadCopies? = nil) {
         self.bufferSize = bufferSize
         self.smallest = bufferSize / 4
         self.maxSpares = maxSpares
+        self.separateFillings = fillings
     }
 
     deinit {
@@ -79,9 +91,9 @@ final class ReadCopies: Sendable {
     /// The spare buffers now.
     var spareCount: Int { spares.withLock { $0.count } }
 
-    /// A buffer to copy small reads into one after the other (``Filling``).
+    /// A buffer of ``fillings`` to copy small reads into one after the other (``Filling``).
     func filling() -> Filling {
-        Filling(pool: self, buffer: spare())
+        Filling(pool: fillings, buffer: fillings.spare())
     }
 
     /// Small reads (an HTTP/2 stream's DATA frames, the end of a body) copied one after the
@@ -138,10 +150,17 @@ final class ReadCopies: Sendable {
 
 /// Reads waiting for a delegate, in order: each large one its own `Data`, small ones joined.
 ///
-/// The first small read of a run is copied into a `Data` of its own size: a short body read
-/// alone costs one copy. A second small read moves it into a ``ReadCopies/Filling`` with
-/// itself, and later ones join that filling: a 1 GiB HTTP/2 download's 8 KiB DATA frames reach
-/// the delegate as one `Data` per delivery, not one each.
+/// A small read that is a quarter of a filling buffer or more starts a ``ReadCopies/Filling``,
+/// and the small reads after it join that filling, which reaches the delegate as it is: a
+/// 1 GiB HTTP/2 download's 8 KiB DATA frames are copied once each, and arrive as one `Data`
+/// per delivery (per filling buffer when a delivery holds more), not one each. A smaller
+/// first read is copied into a `Data` of its own size, so that a short body read alone takes
+/// no buffer; a second small read moves it into a filling with itself. A small read too large
+/// for a filling buffer is a `Data` of its own.
+///
+/// Before, every run began with a `Data` of its own and fillings were a large read's size, so
+/// a run under a quarter of that (most deliveries of a download the delegate keeps up with)
+/// was copied again when sealed: each byte was copied 2.5 times on the way to the delegate.
 struct WaitingReads {
     private var reads: [Data] = []
     /// Small reads since the last large one, copied into one buffer; sealed into ``reads``
@@ -162,17 +181,26 @@ struct WaitingReads {
 
     /// Adds a read under `copies.smallest` bytes, copied.
     mutating func add(small bytes: UnsafeRawBufferPointer, copies: ReadCopies) {
-        if let filling, !filling.append(bytes) {
+        if let filling {
+            if filling.append(bytes) { return }
             sealFilling()
-        } else if filling == nil, lastIsSmall {
-            // Both are under a quarter of the buffer: they fit.
+        }
+        let fillings = copies.fillings
+        if bytes.count > fillings.bufferSize {
+            reads.append(Data(bytes))
+            lastIsSmall = false
+        } else if lastIsSmall, reads[reads.count - 1].count + bytes.count <= fillings.bufferSize {
             let filling = copies.filling()
             _ = reads.removeLast().withUnsafeBytes { filling.append($0) }
             _ = filling.append(bytes)
             self.filling = filling
             lastIsSmall = false
-        }
-        if filling == nil {
+        } else if bytes.count >= fillings.smallest {
+            let filling = copies.filling()
+            _ = filling.append(bytes)
+            self.filling = filling
+            lastIsSmall = false
+        } else {
             reads.append(Data(bytes))
             lastIsSmall = true
         }
