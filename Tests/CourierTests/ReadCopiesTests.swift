@@ -160,31 +160,35 @@ struct ReadCopiesTests {
         #expect(taken.isEmpty && pool.spareCount == 2)
     }
 
+    /// A pool of 64 KiB buffers that joins small reads in 16 KiB buffers of a pool of their own.
+    func poolWithFillings() -> (pool: ReadCopies, fillings: ReadCopies) {
+        let fillings = ReadCopies(bufferSize: 16_384, maxSpares: 2)
+        return (ReadCopies(bufferSize: 65_536, maxSpares: 2, fillings: fillings), fillings)
+    }
+
     @Test("with fillings of their own size, a read of a quarter of one starts a filling, which the delegate gets as it is")
     func quarterReadStartsFilling() {
-        let fillings = ReadCopies(bufferSize: 16_384, maxSpares: 2)
-        let pool = ReadCopies(bufferSize: 65_536, maxSpares: 2, fillings: fillings)
-        var (taken, added) = waiting([8_000, 8_000], pool: pool)
-        #expect(taken.map(Array.init) == [added[0] + added[1]])
+        let (pool, fillings) = poolWithFillings()
+        var (joined, added) = waiting([8_000, 8_000], pool: pool)
+        #expect(joined.map(Array.init) == [added[0] + added[1]])
         #expect(fillings.spareCount == 0 && pool.spareCount == 0, "the Data holds a filling buffer, not a large one")
-        taken = []
-        #expect(taken.isEmpty && fillings.spareCount == 1, "the joined reads were not copied out of their buffer")
+        joined = []
+        #expect(joined.isEmpty && fillings.spareCount == 1, "the joined reads were not copied out of their buffer")
 
-        var (alone, addedAlone) = waiting([4_096], pool: pool)
-        #expect(alone.map(Array.init) == addedAlone)
+        var alone = waiting([4_096], pool: pool)
+        #expect(alone.taken.map(Array.init) == alone.added)
         #expect(fillings.spareCount == 0, "a read of a quarter of a filling buffer is not copied into a Data of its own")
-        alone = []
-        #expect(alone.isEmpty && fillings.spareCount == 1)
+        alone.taken = []
+        #expect(alone.taken.isEmpty && fillings.spareCount == 1)
     }
 
     @Test("reads past a filling buffer go on in the next one; a small read larger than a filling buffer is a Data of its own")
     func fillingsOfTheirOwnSize() {
-        let fillings = ReadCopies(bufferSize: 16_384, maxSpares: 2)
-        let pool = ReadCopies(bufferSize: 65_536, maxSpares: 2, fillings: fillings)
-        var (taken, added) = waiting([8_000, 8_000, 8_000], pool: pool)
-        #expect(taken.map(Array.init) == [added[0] + added[1], added[2]])
-        taken = []
-        #expect(taken.isEmpty && fillings.spareCount == 2, "both Data held a filling buffer")
+        let (pool, fillings) = poolWithFillings()
+        var split = waiting([8_000, 8_000, 8_000], pool: pool)
+        #expect(split.taken.map(Array.init) == [split.added[0] + split.added[1], split.added[2]])
+        split.taken = []
+        #expect(split.taken.isEmpty && fillings.spareCount == 2, "both Data held a filling buffer")
 
         let (mixed, addedMixed) = waiting([1_000, 20_000, 1_000, 3_000, 14_000, 500], pool: pool)
         // 20,000 bytes fit no filling; 14,000 do not fit beside the 1,000 and 3,000 before them, and start another.
