@@ -70,6 +70,10 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     @exclusivity(unchecked) private var flushAtTurnEnd = false
     /// A flush is queued on the cooperative pool (``requestFlushAfterCallersPeers()``).
     @exclusivity(unchecked) private var flushQueuedInPool = false
+    /// The loop timer that sends a queued flush the pool has not run in time.
+    @exclusivity(unchecked) private var queuedFlushLimit: TimerID?
+    /// The longest a request waits for the flush queued on the pool.
+    static let queuedFlushDelayLimit = Duration.milliseconds(1)
     @exclusivity(unchecked) var session: HTTP2ClientSession!
     @exclusivity(unchecked) var streams: [Int32: Stream] = [:]
     @exclusivity(unchecked) private var streamsByExchange: [ObjectIdentifier: Int32] = [:]
@@ -234,8 +238,9 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     /// a multiplexed burst alone (an `SSL_write` of ~7,600 instructions and a system call each).
     /// The flush is therefore queued as a task of the caller's priority, which the pool runs
     /// after the jobs already waiting in it (the tasks the loop resumed with the caller's); any
-    /// read on this connection flushes sooner. Only with another stream open: a lone request is
-    /// sent at once, as nothing would join it.
+    /// read on this connection flushes sooner, and a loop timer bounds the wait should the pool
+    /// be busy with long jobs (``queuedFlushDelayLimit``). Only with another stream open: a
+    /// lone request is sent at once, as nothing would join it.
     private func requestFlushAfterCallersPeers() {
         guard !flushQueuedInPool else { return }
         flushQueuedInPool = true
@@ -243,10 +248,19 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         Task.detached(priority: Task.currentPriority) {
             bound.loop.runBorrowing(bound) { $0.value.queuedFlushDue() }
         }
+        queuedFlushLimit = loop.scheduleTimer(after: Self.queuedFlushDelayLimit) { [self] in
+            queuedFlushLimit = nil
+            queuedFlushDue()
+        }
     }
 
     private func queuedFlushDue() {
+        guard flushQueuedInPool else { return }
         flushQueuedInPool = false
+        if let queuedFlushLimit {
+            loop.cancelTimer(queuedFlushLimit)
+            self.queuedFlushLimit = nil
+        }
         flush()
     }
 

@@ -1,4 +1,5 @@
 import Courier
+import CourierSync
 import Foundation
 import Testing
 import _CourierTestSupport
@@ -439,6 +440,48 @@ struct FaultSuiteHTTP2Tests {
         await expectURLError(.cancelled) { _ = try await silent.value }
         try await expectUsable(session, after: [silentRequest.connection], tag: tag)
     }
+
+    @Test("a request whose flush is queued behind a busy cooperative pool still goes out at once: a loop timer bounds the wait")
+    func queuedFlushHasALimit() async throws {
+        let session = makeSession()
+        let tag = makeTag()
+        let path = "/silent?t=\(tag)"
+        let silent = Task { try await session.data(from: server.url(path)) }
+        let silentRequest = try await firstRequest(for: path)
+
+        let took = Mutex<Duration?>(nil)
+        // Sixty jobs of 50 ms at low priority, queued before the request's flush task (which has
+        // the priority of the task that resumes the request): the pool's threads are busy with
+        // them for a second or more, and the flush task waits behind them. The completion handler
+        // runs on the delegate queue, not on the pool. Nothing awaits the low task until the
+        // end: awaiting it would raise its priority, and the flush task's with it.
+        let resuming = Task(priority: .low) { () -> [Task<Void, Never>] in
+            let busy = (0..<60).map { _ in Task(priority: .low) { spin(for: .milliseconds(50)) } }
+            let start = ContinuousClock.now
+            session.dataTask(with: server.url("/ok?t=\(tag)-limited")) { data, _, error in
+                #expect(error == nil && data == Self.hello)
+                took.withLock { $0 = ContinuousClock.now - start }
+            }.resume()
+            return busy
+        }
+        let deadline = ContinuousClock.now + Self.hangLimit
+        while took.withLock({ $0 }) == nil, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let elapsed = try #require(took.withLock { $0 }, "the request never completed")
+        #expect(elapsed < .milliseconds(500), "the request waited \(elapsed) for the busy pool")
+        for task in await resuming.value { await task.value }
+
+        silent.cancel()
+        await expectURLError(.cancelled) { _ = try await silent.value }
+        try await expectUsable(session, after: [silentRequest.connection], tag: tag)
+    }
+}
+
+/// Keeps the calling thread busy for `duration`, without a suspension point.
+private func spin(for duration: Duration) {
+    let end = ContinuousClock.now + duration
+    while ContinuousClock.now < end {}
 }
 
 // MARK: Helpers
