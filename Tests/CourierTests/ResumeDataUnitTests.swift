@@ -74,7 +74,7 @@ struct ResumeDataUnitTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let names = ["CourierPartial_old111.partial", "CourierPartial_new222.partial", "CourierDownload_old333.tmp", "other.partial"]
-        for name in names { FileManager.default.createFile(atPath: directory.appendingPathComponent(name).path, contents: Data([1])) }
+        for name in names { #expect(FileManager.default.createFile(atPath: directory.appendingPathComponent(name).path, contents: Data([1]))) }
         let eightDaysAgo = time(nil) - 8 * 24 * 3600
         for name in names where name.contains("old") || name == "other.partial" {
             var times = [timespec(tv_sec: eightDaysAgo, tv_nsec: 0), timespec(tv_sec: eightDaysAgo, tv_nsec: 0)]

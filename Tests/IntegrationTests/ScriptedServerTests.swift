@@ -23,7 +23,7 @@ import Glibc
     func serverLetGoEndsItsConnections() async throws {
         let client = try await connectThenLetGo()
         defer { close(client) }
-        let ended = try await onOwnThread { () -> Bool in
+        let ended = await onOwnThread { () -> Bool in
             var timeout = timeval(tv_sec: 30, tv_usec: 0)
             setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             var byte: UInt8 = 0

@@ -172,7 +172,7 @@ struct URLProtocolTests {
     func runLoopTimers() async throws {
         let route = MockRoutes.shared.add { proto in
             let client = Unchecked((proto, proto.client))
-            Timer.scheduledTimer(withTimeInterval: 0.05, repeats: false) { _ in
+            _ = Timer.scheduledTimer(withTimeInterval: 0.05, repeats: false) { _ in
                 let (proto, client) = client.value
                 client?.urlProtocol(proto, didLoad: Data("from a timer".utf8))
                 client?.urlProtocolDidFinishLoading(proto)
