@@ -21,7 +21,12 @@ import Foundation
 final class ReadCopies: Sendable {
     /// The one the delegate data sinks share: buffers of the event loop's receive buffer size,
     /// at most 2 spares (512 KiB). With 4, a 1 GiB download peaked 0.5–0.7 MB higher and was
-    /// no faster. Small reads are joined in buffers of 32 KiB (``fillings``), at most 8 spares.
+    /// no faster. Small reads are joined in buffers of 32 KiB (``fillings``), at most 8 spares
+    /// (256 KiB): a quarter of 32 KiB is an 8 KiB DATA frame, the size nginx sends, so such a
+    /// frame starts a filling, and a delivery to a delegate that keeps up (a TLS record or two)
+    /// fills about one. A DATA frame split across TLS records arrives in pieces under 8 KiB,
+    /// which take the path of a short body (a `Data` of their own, moved into a filling when
+    /// another follows).
     static let shared = ReadCopies(
         bufferSize: EventLoop.readBufferSize, maxSpares: 2, fillings: ReadCopies(bufferSize: 32 * 1024, maxSpares: 8)
     )

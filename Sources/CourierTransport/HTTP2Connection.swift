@@ -71,9 +71,20 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     /// A flush is queued on the cooperative pool (``requestFlushAfterCallersPeers()``).
     @exclusivity(unchecked) private var flushQueuedInPool = false
     /// The loop timer that sends a queued flush the pool has not run in time.
-    @exclusivity(unchecked) private var queuedFlushLimit: TimerID?
-    /// The longest a request waits for the flush queued on the pool.
+    @exclusivity(unchecked) private var queuedFlushTimer: TimerID?
+    /// How the flushes queued on the pool went, for tests to see which path sent a request.
+    struct QueuedFlushCounts {
+        var queued = 0
+        var sentByTask = 0
+        var sentByTimer = 0
+    }
+    @exclusivity(unchecked) private(set) var queuedFlushCounts = QueuedFlushCounts()
+    /// The longest a request waits for the flush queued on the pool: on a pool with free
+    /// threads the task runs within tens of microseconds, so the timer fires only when the pool
+    /// is held by long jobs, and then a millisecond more of waiting is small beside them.
     static let queuedFlushDelayLimit = Duration.milliseconds(1)
+    // Internal, not private, as are the timers below, `flush()` and `finishStream(_:_:)`, for
+    // the extension in HTTP2Connection+Timers.swift; loop only, like all of the connection.
     @exclusivity(unchecked) var session: HTTP2ClientSession!
     @exclusivity(unchecked) var streams: [Int32: Stream] = [:]
     @exclusivity(unchecked) private var streamsByExchange: [ObjectIdentifier: Int32] = [:]
@@ -241,27 +252,40 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     /// read on this connection flushes sooner, and a loop timer bounds the wait should the pool
     /// be busy with long jobs (``queuedFlushDelayLimit``). Only with another stream open: a
     /// lone request is sent at once, as nothing would join it.
+    ///
+    /// The gathering holds only for peers of the caller's priority or above, waiting on the
+    /// global executor: a caller above its peers' priority has its flush run before them (each
+    /// of them then queues its own), and a flush task that finds the loop busy, as when it runs
+    /// beside a caller still submitting, goes through the loop's queue. Either way every request
+    /// is sent, only in more records.
     private func requestFlushAfterCallersPeers() {
         guard !flushQueuedInPool else { return }
         flushQueuedInPool = true
+        queuedFlushCounts.queued += 1
         let bound = LoopBound(self, loop: loop)
         Task.detached(priority: Task.currentPriority) {
-            bound.loop.runBorrowing(bound) { $0.value.queuedFlushDue() }
+            bound.loop.runBorrowing(bound) { $0.value.queuedFlushDue(byTimer: false) }
         }
-        queuedFlushLimit = loop.scheduleTimer(after: Self.queuedFlushDelayLimit) { [self] in
-            queuedFlushLimit = nil
-            queuedFlushDue()
+        queuedFlushTimer = loop.scheduleTimer(after: Self.queuedFlushDelayLimit) { [self] in
+            queuedFlushTimer = nil
+            queuedFlushDue(byTimer: true)
         }
     }
 
-    private func queuedFlushDue() {
+    private func queuedFlushDue(byTimer: Bool) {
         guard flushQueuedInPool else { return }
-        flushQueuedInPool = false
-        if let queuedFlushLimit {
-            loop.cancelTimer(queuedFlushLimit)
-            self.queuedFlushLimit = nil
-        }
+        endQueuedFlush()
+        if byTimer { queuedFlushCounts.sentByTimer += 1 } else { queuedFlushCounts.sentByTask += 1 }
         flush()
+    }
+
+    /// No flush is queued any more: the timer that bounds it is cancelled.
+    private func endQueuedFlush() {
+        flushQueuedInPool = false
+        if let queuedFlushTimer {
+            loop.cancelTimer(queuedFlushTimer)
+            self.queuedFlushTimer = nil
+        }
     }
 
     func loopTurnDidEnd() {
@@ -269,7 +293,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         flush()
     }
 
-    /// Sends what the session has queued, then acts on a connection error it found.
+    /// Sends what the session has queued, then acts on a connection error it found; loop only.
     func flush() {
         guard !isClosed else { return }
         if inSessionIO {
@@ -513,7 +537,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
 
     // MARK: Finishing
 
-    /// Ends a stream's exchange with a result and tells the pool a stream is free.
+    /// Ends a stream's exchange with a result and tells the pool a stream is free; loop only.
     func finishStream(_ streamID: Int32, _ result: Result<HTTPFields?, TransportError>) {
         guard let current = streams[streamID] else { return }
         dropStream(streamID)
@@ -553,6 +577,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         pingTimer.cancel()
         if let timeoutTimer { loop.cancelTimer(timeoutTimer) }
         timeoutTimer = nil
+        endQueuedFlush()
         stream.close()
         pool?.connectionClosed(id)
         pool = nil

@@ -456,7 +456,7 @@ struct FaultSuiteHTTP2Tests {
         // runs on the delegate queue, not on the pool. Nothing awaits the low task until the
         // end: awaiting it would raise its priority, and the flush task's with it.
         let resuming = Task(priority: .low) { () -> [Task<Void, Never>] in
-            let busy = (0..<60).map { _ in Task(priority: .low) { spin(for: .milliseconds(50)) } }
+            let busy = (0..<60).map { _ in Task(priority: .low) { keepBusy(for: .milliseconds(50)) } }
             let start = ContinuousClock.now
             session.dataTask(with: server.url("/ok?t=\(tag)-limited")) { data, _, error in
                 #expect(error == nil && data == Self.hello)
@@ -476,12 +476,6 @@ struct FaultSuiteHTTP2Tests {
         await expectURLError(.cancelled) { _ = try await silent.value }
         try await expectUsable(session, after: [silentRequest.connection], tag: tag)
     }
-}
-
-/// Keeps the calling thread busy for `duration`, without a suspension point.
-private func spin(for duration: Duration) {
-    let end = ContinuousClock.now + duration
-    while ContinuousClock.now < end {}
 }
 
 // MARK: Helpers

@@ -197,3 +197,10 @@ func runAndKillStoreWriter(_ writer: URL, arguments: [String], threshold: Int, d
     let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     return KilledWriter(reported: reported, killed: killed, terminationReason: process.terminationReason, stderr: stderr)
 }
+
+/// Keeps the calling thread busy for `duration`, without a suspension point: a job that holds a
+/// thread of the cooperative pool, for tests of what waits behind it.
+func keepBusy(for duration: Duration) {
+    let end = ContinuousClock.now + duration
+    while ContinuousClock.now < end {}
+}
