@@ -13,6 +13,11 @@ public struct HTTP2Configuration: Sendable {
     public var maxHeaderListSize: Int = 256 * 1024
     /// Streams we allow the server to open: none (push is disabled).
     public var maxConcurrentPushStreams: Int = 0
+    /// The longest a request sent from Swift's cooperative pool beside other open streams waits
+    /// for the flush it queued there (see `HTTP2Connection` in CourierTransport): a pool with
+    /// free threads runs it within tens of microseconds, so this bounds the wait only on a pool
+    /// held by long jobs, where a millisecond more is small beside them.
+    public var queuedFlushDelayLimit: Duration = .milliseconds(1)
 
     public init() {}
 }

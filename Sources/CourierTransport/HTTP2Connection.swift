@@ -79,10 +79,9 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         var sentByTimer = 0
     }
     @exclusivity(unchecked) private(set) var queuedFlushCounts = QueuedFlushCounts()
-    /// The longest a request waits for the flush queued on the pool: on a pool with free
-    /// threads the task runs within tens of microseconds, so the timer fires only when the pool
-    /// is held by long jobs, and then a millisecond more of waiting is small beside them.
-    static let queuedFlushDelayLimit = Duration.milliseconds(1)
+    /// The longest a request waits for the flush queued on the pool
+    /// (``HTTP2Configuration/queuedFlushDelayLimit``).
+    private let queuedFlushDelayLimit: Duration
     // Internal, not private, as are the timers below, `flush()` and `finishStream(_:_:)`, for
     // the extension in HTTP2Connection+Timers.swift; loop only, like all of the connection.
     @exclusivity(unchecked) var session: HTTP2ClientSession!
@@ -127,6 +126,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         self.pool = pool
         self.owner = pool
         self.connectTimings = timings
+        queuedFlushDelayLimit = configuration.queuedFlushDelayLimit
         session = try HTTP2ClientSession(configuration: configuration)
         session.delegate = events
         stream.delegate = events
@@ -266,7 +266,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         Task.detached(priority: Task.currentPriority) {
             bound.loop.runBorrowing(bound) { $0.value.queuedFlushDue(byTimer: false) }
         }
-        queuedFlushTimer = loop.scheduleTimer(after: Self.queuedFlushDelayLimit) { [self] in
+        queuedFlushTimer = loop.scheduleTimer(after: queuedFlushDelayLimit) { [self] in
             queuedFlushTimer = nil
             queuedFlushDue(byTimer: true)
         }
