@@ -98,6 +98,26 @@ struct FaultSuiteHTTP2Tests {
         return try #require(server.requests(pathContaining: path).first, "the server never saw \(path)", sourceLocation: sourceLocation)
     }
 
+    /// A load of `/silent` (a head, then nothing) left running, once the server has it: for what
+    /// goes on beside a stream that brings no reads.
+    func openSilentStream(
+        _ session: URLSession, tag: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> (Task<(Data, URLResponse), any Error>, H2FaultServer.LoggedRequest) {
+        let path = "/silent?t=\(tag)"
+        let silent = Task { try await session.data(from: server.url(path)) }
+        return (silent, try await firstRequest(for: path, sourceLocation: sourceLocation))
+    }
+
+    /// Cancels the silent load, which ends `.cancelled`, then expects the session usable.
+    func endSilentStream(
+        _ silent: Task<(Data, URLResponse), any Error>, _ request: H2FaultServer.LoggedRequest, _ session: URLSession, tag: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        silent.cancel()
+        await expectURLError(.cancelled, { _ = try await silent.value }, sourceLocation: sourceLocation)
+        try await expectUsable(session, after: [request.connection], tag: tag, sourceLocation: sourceLocation)
+    }
+
     /// Waits (up to 30 s) for the server to see each connection end: the client dropped the
     /// connection the fault broke, rather than keeping it (and, for a flood, reading forever).
     func expectClosed(_ connections: [Int], sourceLocation: SourceLocation = #_sourceLocation) async {
@@ -409,9 +429,7 @@ struct FaultSuiteHTTP2Tests {
     func burstBesideSilentStream() async throws {
         let session = makeSession()
         let tag = makeTag()
-        let path = "/silent?t=\(tag)"
-        let silent = Task { try await session.data(from: server.url(path)) }
-        let silentRequest = try await firstRequest(for: path)
+        let (silent, silentRequest) = try await openSilentStream(session, tag: tag)
 
         // A task that finds the loop parked submits in its place, with the silent stream open,
         // so its HEADERS wait for the flush queued on the pool: the silent stream brings no read
@@ -436,18 +454,14 @@ struct FaultSuiteHTTP2Tests {
             #expect(faultConnection(response) == silentRequest.connection, "the burst shares the silent stream's connection")
         }
 
-        silent.cancel()
-        await expectURLError(.cancelled) { _ = try await silent.value }
-        try await expectUsable(session, after: [silentRequest.connection], tag: tag)
+        try await endSilentStream(silent, silentRequest, session, tag: tag)
     }
 
     @Test("a request whose flush is queued behind a busy cooperative pool still goes out at once: a loop timer bounds the wait")
     func queuedFlushHasALimit() async throws {
         let session = makeSession()
         let tag = makeTag()
-        let path = "/silent?t=\(tag)"
-        let silent = Task { try await session.data(from: server.url(path)) }
-        let silentRequest = try await firstRequest(for: path)
+        let (silent, silentRequest) = try await openSilentStream(session, tag: tag)
 
         let took = Mutex<Duration?>(nil)
         // Sixty jobs of 50 ms at low priority, queued before the request's flush task (which has
@@ -472,9 +486,7 @@ struct FaultSuiteHTTP2Tests {
         #expect(elapsed < .milliseconds(500), "the request waited \(elapsed) for the busy pool")
         for task in await resuming.value { await task.value }
 
-        silent.cancel()
-        await expectURLError(.cancelled) { _ = try await silent.value }
-        try await expectUsable(session, after: [silentRequest.connection], tag: tag)
+        try await endSilentStream(silent, silentRequest, session, tag: tag)
     }
 }
 
