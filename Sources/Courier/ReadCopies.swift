@@ -162,10 +162,6 @@ final class ReadCopies: Sendable {
 /// first read is copied into a `Data` of its own size, so that a short body read alone takes
 /// no buffer; a second small read moves it into a filling with itself. A small read too large
 /// for a filling buffer is a `Data` of its own.
-///
-/// Before, every run began with a `Data` of its own and fillings were a large read's size, so
-/// a run under a quarter of that (most deliveries of a download the delegate keeps up with)
-/// was copied again when sealed: each byte was copied 2.5 times on the way to the delegate.
 struct WaitingReads {
     private var reads: [Data] = []
     /// Small reads since the last large one, copied into one buffer; sealed into ``reads``
@@ -191,24 +187,17 @@ struct WaitingReads {
             sealFilling()
         }
         let fillings = copies.fillings
-        if bytes.count > fillings.bufferSize {
+        let joinsLast = lastIsSmall && reads[reads.count - 1].count + bytes.count <= fillings.bufferSize
+        guard bytes.count <= fillings.bufferSize, joinsLast || bytes.count >= fillings.smallest else {
             reads.append(Data(bytes))
-            lastIsSmall = false
-        } else if lastIsSmall, reads[reads.count - 1].count + bytes.count <= fillings.bufferSize {
-            let filling = copies.filling()
-            _ = reads.removeLast().withUnsafeBytes { filling.append($0) }
-            _ = filling.append(bytes)
-            self.filling = filling
-            lastIsSmall = false
-        } else if bytes.count >= fillings.smallest {
-            let filling = copies.filling()
-            _ = filling.append(bytes)
-            self.filling = filling
-            lastIsSmall = false
-        } else {
-            reads.append(Data(bytes))
-            lastIsSmall = true
+            lastIsSmall = bytes.count < fillings.smallest
+            return
         }
+        let filling = copies.filling()
+        if joinsLast { _ = reads.removeLast().withUnsafeBytes { filling.append($0) } }
+        _ = filling.append(bytes)
+        self.filling = filling
+        lastIsSmall = false
     }
 
     /// The reads, in order; none are left.

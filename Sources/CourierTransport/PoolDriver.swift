@@ -47,12 +47,7 @@ final class PoolDriver: Sendable {
         let id: TimerID
 
         func cancel() {
-            if loop.inEventLoop {
-                loop.cancelTimer(id)
-            } else {
-                let (loop, id) = (loop, id)
-                loop.execute { loop.cancelTimer(id) }
-            }
+            loop.runOrQueue(id) { [loop] id in loop.cancelTimer(id) }
         }
     }
 

@@ -91,10 +91,7 @@ struct FaultSuiteHTTP2Tests {
 
     /// Waits (up to 10 s) for the server to log a request for `path`, and returns the first.
     func firstRequest(for path: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> H2FaultServer.LoggedRequest {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while server.requests(pathContaining: path).isEmpty, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        _ = await pollUntil(timeout: .seconds(10)) { !server.requests(pathContaining: path).isEmpty }
         return try #require(server.requests(pathContaining: path).first, "the server never saw \(path)", sourceLocation: sourceLocation)
     }
 

@@ -39,11 +39,7 @@ struct QueuedFlushTests {
 
     /// Starts a GET of `path` from the calling task, which borrows the loop when it is parked.
     func start(_ path: String) -> Watcher {
-        let watcher = Watcher()
-        let origin = Origin(scheme: .http, host: "127.0.0.1", port: UInt16(server.port))
-        let head = HTTPRequestHead(method: .get, target: path, authority: origin.authority, scheme: "http", fields: HTTPFields())
-        transport.start(transport.makeExchange(TransportRequest(origin: origin, head: head), delegate: watcher))
-        return watcher
+        Watcher.get(path, from: Origin(scheme: .http, host: "127.0.0.1", port: UInt16(server.port)), through: transport)
     }
 
     func ended(_ watcher: Watcher) async -> Bool {

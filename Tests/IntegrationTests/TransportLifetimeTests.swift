@@ -16,6 +16,14 @@ import _CourierTestSupport
             var failure: TransportError?
         }
         let outcome = Mutex(Outcome())
+
+        /// Starts a GET of `path` on `origin` through `transport`, watched by a new watcher.
+        static func get(_ path: String, from origin: Origin, through transport: HTTPTransport) -> Watcher {
+            let watcher = Watcher()
+            let head = HTTPRequestHead(method: .get, target: path, authority: origin.authority, scheme: origin.scheme.rawValue, fields: HTTPFields())
+            transport.start(transport.makeExchange(TransportRequest(origin: origin, head: head), delegate: watcher))
+            return watcher
+        }
         /// Written on the loop before the exchange ends (which `outcome` records under its
         /// lock), read after; only compared with nil.
         weak var connection: AnyObject?
@@ -55,12 +63,9 @@ import _CourierTestSupport
             guard connection.readRequest() != nil else { return }
             connection.respond(headers: [("Connection", "close")], body: Array("ok".utf8))
         }
-        let watcher = Watcher()
         let transport = HTTPTransport()
         defer { transport.shutdown() }
-        let head = HTTPRequestHead(method: .get, target: "/", authority: "127.0.0.1:\(server.port)", scheme: "http", fields: HTTPFields())
-        let request = TransportRequest(origin: Origin(scheme: .http, host: "127.0.0.1", port: UInt16(server.port)), head: head)
-        transport.start(transport.makeExchange(request, delegate: watcher))
+        let watcher = Watcher.get("/", from: Origin(scheme: .http, host: "127.0.0.1", port: UInt16(server.port)), through: transport)
         #expect(await pollUntil { watcher.outcome.withLock { $0.ended || $0.failure != nil } })
         #expect(watcher.outcome.withLock { $0.failure == nil })
         let freed = await pollUntil { watcher.connection == nil }
@@ -79,12 +84,10 @@ import _CourierTestSupport
     /// Runs one GET of `path` on `origin` with a new transport, shuts the transport down, and
     /// expects the exchange's connection and pool to be freed.
     private func expectFreedAfterShutdown(_ origin: Origin, _ path: String, http2: Bool = false) async throws {
-        let watcher = Watcher()
+        let watcher: Watcher
         do {
             let transport = HTTPTransport()
-            let head = HTTPRequestHead(method: .get, target: path, authority: "127.0.0.1:\(origin.port)",
-                                       scheme: origin.scheme == .https ? "https" : "http", fields: HTTPFields())
-            transport.start(transport.makeExchange(TransportRequest(origin: origin, head: head), delegate: watcher))
+            watcher = Watcher.get(path, from: origin, through: transport)
             #expect(await pollUntil { watcher.outcome.withLock { $0.ended || $0.failure != nil } })
             #expect(watcher.outcome.withLock { $0.failure == nil })
             // Idle in its pool: both alive, each holding the other.
