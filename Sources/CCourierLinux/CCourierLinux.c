@@ -2,6 +2,7 @@
 // header stays free of feature macros.
 #define _GNU_SOURCE
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <netdb.h>
 #include <stddef.h>
 #include <sched.h>
@@ -10,6 +11,11 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
+
+ssize_t courier_read_cached(int fd, void *buffer, size_t count) {
+    struct iovec vector = { .iov_base = buffer, .iov_len = count };
+    return preadv2(fd, &vector, 1, -1, RWF_NOWAIT);
+}
 
 int courier_accept4(int fd, int flags) {
     return accept4(fd, NULL, NULL, flags);

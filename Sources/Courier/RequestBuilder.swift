@@ -1,6 +1,8 @@
+import CCourierLinux
 import CourierCore
 import CourierHTTP1
 import CourierReactor
+import CourierSync
 import CourierTransport
 import Foundation
 
@@ -310,10 +312,22 @@ final class InputStreamBodyProducer: RequestBodyProducer, @unchecked Sendable {
     }
 }
 
-/// Reads a request body from a file, a chunk at a time.
+/// Reads a request body from a file, a chunk at a time: on the event loop while its bytes are
+/// in the page cache, on the blocking pool when they must come from the disk.
+///
+/// Design note: a read on the blocking pool is two thread hops a chunk (to the pool and back
+/// to the loop), and `FileHandle.read(upToCount:)` made a 64 KiB chunk in sixteen `read` calls.
+/// A 1 GiB upload of a cached file took about 100,000 context switches and 270,000 reads that
+/// way, and 1.05–1.37 s of CPU against curl's 0.46–0.77 s. `preadv2` with `RWF_NOWAIT` reads
+/// what the page cache holds and fails with `EAGAIN` rather than wait for the disk: the loop
+/// reads at once when it can (0.61–0.72 s of CPU, 41,000 context switches, level with curl in
+/// time), and hands the read to the pool, one `read` a chunk, only when it cannot.
 final class FileBodyProducer: RequestBodyProducer, @unchecked Sendable {
     private let handle: FileHandle
     private let gate = SourceGate()
+    /// False once the file system turned a non-blocking read down as unsupported: every read
+    /// then goes to the blocking pool.
+    private let readsWithoutBlocking = Atomic<Bool>(true)
 
     init(handle: FileHandle) {
         self.handle = handle
@@ -322,7 +336,51 @@ final class FileBodyProducer: RequestBodyProducer, @unchecked Sendable {
     func readChunk(maxLength: Int) throws -> Data {
         guard gate.beginRead(open: {}) else { throw BodyReadError(message: "the file was closed") }
         defer { gate.endRead(close: { try? self.handle.close() }) }
-        return try handle.read(upToCount: maxLength) ?? Data()
+        while true {
+            switch read(maxLength, with: { Glibc.read($0, $1, $2) }) {
+            case .bytes(let data): return data
+            case .failed(let code) where code == EINTR: continue
+            case .failed(let code): throw BodyReadError(message: "the file could not be read: \(String(cString: strerror(code)))")
+            }
+        }
+    }
+
+    func readChunkWithoutBlocking(maxLength: Int) -> Result<Data, any Error>? {
+        guard readsWithoutBlocking.load(ordering: .relaxed) else { return nil }
+        guard gate.beginRead(open: {}) else { return .failure(BodyReadError(message: "the file was closed")) }
+        defer { gate.endRead(close: { try? self.handle.close() }) }
+        switch read(maxLength, with: courier_read_cached) {
+        case .bytes(let data):
+            return .success(data)
+        case .failed(let code):
+            // EAGAIN: not all in the page cache. Anything else is left for the blocking read to
+            // meet and report; a file system that cannot read this way is not asked again.
+            if code == EOPNOTSUPP || code == EINVAL { readsWithoutBlocking.store(false, ordering: .relaxed) }
+            return nil
+        }
+    }
+
+    /// What one read of the file gave.
+    private enum ReadOutcome {
+        /// Up to the length asked for; empty at the end of the file.
+        case bytes(Data)
+        /// The errno of a failed read.
+        case failed(Int32)
+    }
+
+    /// Up to `maxLength` bytes from the file's position (which the read moves on) by one call
+    /// of `read`, into memory of their own.
+    private func read(_ maxLength: Int, with read: (Int32, UnsafeMutableRawPointer, Int) -> Int) -> ReadOutcome {
+        guard maxLength > 0 else { return .bytes(Data()) }
+        // Not `Data(count:)`: that would zero the bytes the read is about to replace.
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: maxLength, alignment: 16)
+        let count = read(handle.fileDescriptor, buffer, maxLength)
+        guard count > 0 else {
+            let code = errno
+            buffer.deallocate()
+            return count == 0 ? .bytes(Data()) : .failed(code)
+        }
+        return .bytes(Data(bytesNoCopy: buffer, count: count, deallocator: .custom { pointer, _ in pointer.deallocate() }))
     }
 
     func finish() {

@@ -110,12 +110,18 @@ extension ConnectionDetails {
 }
 
 extension RequestBodyProducer {
-    /// Reads the next chunk of a streamed body off the loop (the producer may block) and hands
-    /// the outcome to `deliver` on `loop`.
+    /// Reads the next chunk of a streamed body and hands the outcome to `deliver` on `loop`,
+    /// after the current event: at once when the producer has it without blocking, else off
+    /// the loop (the producer may block).
     func readChunk(
         maxLength: Int, deliveringOn loop: EventLoop,
         _ deliver: @escaping @Sendable (Result<Data, BodyStreamFailure>) -> Void
     ) {
+        if loop.inEventLoop, let ready = readChunkWithoutBlocking(maxLength: maxLength) {
+            let outcome = ready.mapError { BodyStreamFailure(message: "\($0)") }
+            loop.executeSoon { deliver(outcome) }
+            return
+        }
         readChunk(maxLength: maxLength) { (result: Result<Data, any Error>) in
             let outcome = result.mapError { BodyStreamFailure(message: "\($0)") }
             loop.execute { deliver(outcome) }

@@ -108,6 +108,12 @@ public protocol RequestBodyProducer: AnyObject, Sendable {
     /// stream pair) implements this instead, so a slow writer holds no pool thread.
     func readChunk(maxLength: Int, completion: @escaping @Sendable (Result<Data, any Error>) -> Void)
 
+    /// The next chunk (up to `maxLength` bytes, empty at the end) or the failure, when it can
+    /// be had at once without blocking (a file's bytes in the page cache); nil when only the
+    /// reads above can get it. Called on the event loop, with no other read under way. The
+    /// default returns nil.
+    func readChunkWithoutBlocking(maxLength: Int) -> Result<Data, any Error>?
+
     /// The exchange is over: the body was sent, or the exchange failed or was cancelled part
     /// way. Release the source (close the stream or file), once any read under way returned.
     /// Called once, on any thread.
@@ -120,6 +126,8 @@ extension RequestBodyProducer {
             completion(Result { try self.readChunk(maxLength: maxLength) })
         }
     }
+
+    public func readChunkWithoutBlocking(maxLength: Int) -> Result<Data, any Error>? { nil }
 }
 
 /// The body of a request.

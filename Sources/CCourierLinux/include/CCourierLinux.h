@@ -1,5 +1,6 @@
 // Courier's window onto the Linux system calls that Glibc's Swift module does not import:
-// epoll, eventfd, and a few socket constants that come through as macros or C enums.
+// epoll, eventfd, preadv2 with its flags, and a few socket constants that come through as
+// macros or C enums.
 #ifndef C_COURIER_LINUX_H
 #define C_COURIER_LINUX_H
 
@@ -99,6 +100,11 @@ int courier_eai_nodata(void);
 
 /// getaddrinfo's EAI_ADDRFAMILY.
 int courier_eai_addrfamily(void);
+
+/// Reads up to `count` bytes from the file's position into `buffer` only as far as the page
+/// cache holds them: preadv2 with RWF_NOWAIT, which fails with EAGAIN rather than wait for the
+/// disk. Returns what preadv2 does (-1 with errno set on failure).
+ssize_t courier_read_cached(int fd, void *buffer, size_t count);
 
 /// Size in bytes of one epoll event, for allocating event arrays from Swift.
 static inline size_t courier_epoll_event_size(void) { return sizeof(struct epoll_event); }
