@@ -171,6 +171,31 @@ struct HTTP2IntegrationTests {
         #expect(complete)
     }
 
+    @Test("a resumed h2 stream hands its stash to a slow delegate a slice at a time, pausing again at the backlog's mark")
+    func stashInSlices() async throws {
+        let probe = StashProbe()
+        let session = session()
+        defer { session.finishTasksAndInvalidate() }
+        let task = session.dataTask(with: nginx.tlsURL("good", "/files/8m.bin"))
+        task.delegate = probe
+        task.resume()
+        while !probe.state.withLock({ $0.suspended }) { try await Task.sleep(for: .milliseconds(5)) }
+        // nginx fills the stream window meanwhile: the body waits in the stash.
+        try await Task.sleep(for: .milliseconds(500))
+        let takenBeforeResume = probe.state.withLock { $0.data.count }
+        #expect(takenBeforeResume <= 1024 * 1024, "most of the body is stashed when the task resumes")
+        task.resume()
+        await probe.waitForCompletion()
+        let (data, error, mostAhead) = probe.state.withLock { ($0.data, $0.error, $0.mostAhead) }
+        #expect(error == nil)
+        let complete = Array(data) == NginxServer.fixtures["8m.bin"]
+        #expect(complete)
+        // Given whole, the stash (about 8 MiB) would all be ahead of the delegate at once; in
+        // slices the task pauses again once the backlog passes its 4 MiB mark.
+        let backlogMarkAndSlices = 4 * 1024 * 1024 + 768 * 1024
+        #expect(mostAhead <= backlogMarkAndSlices)
+    }
+
     @Test("cancelling one stream leaves the connection and the other streams alone")
     func cancelOneStream() async throws {
         let session = session()
@@ -220,5 +245,56 @@ struct HTTP2IntegrationTests {
         #expect(sameBytes)
         let (_, missing) = try await h2c.data(from: cleartext.url("/missing", scheme: "http"))
         #expect((missing as? HTTPURLResponse)?.statusCode == 404)
+    }
+}
+
+/// For `stashInSlices`: suspends its task when the response comes (before any body is
+/// delivered), then takes the body slowly, noting how far the bytes handed to the task ran
+/// ahead of those it had taken.
+final class StashProbe: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    struct State {
+        var suspended = false
+        var data = Data()
+        var mostAhead = 0
+        var error: (any Error)?
+        var finished = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    let state = Mutex(State())
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+        dataTask.suspend()
+        state.withLock { $0.suspended = true }
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        let received = Int(dataTask.countOfBytesReceived)
+        state.withLock { state in
+            state.mostAhead = max(state.mostAhead, received - state.data.count)
+            state.data.append(data)
+        }
+        usleep(10_000)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.error = error
+            state.finished = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    func waitForCompletion() async {
+        await withCheckedContinuation { continuation in
+            let finished = state.withLock { state -> Bool in
+                if !state.finished { state.waiter = continuation }
+                return state.finished
+            }
+            if finished { continuation.resume() }
+        }
     }
 }
