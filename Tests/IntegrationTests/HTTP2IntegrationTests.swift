@@ -185,7 +185,7 @@ struct HTTP2IntegrationTests {
         let takenBeforeResume = probe.state.withLock { $0.data.count }
         #expect(takenBeforeResume <= 1024 * 1024, "most of the body is stashed when the task resumes")
         task.resume()
-        await probe.waitForCompletion()
+        await probe.completed.wait()
         let (data, error, mostAhead) = probe.state.withLock { ($0.data, $0.error, $0.mostAhead) }
         #expect(error == nil)
         let complete = Array(data) == NginxServer.fixtures["8m.bin"]
@@ -257,11 +257,11 @@ final class StashProbe: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         var data = Data()
         var mostAhead = 0
         var error: (any Error)?
-        var finished = false
-        var waiter: CheckedContinuation<Void, Never>?
     }
 
     let state = Mutex(State())
+    /// Raised by didCompleteWithError.
+    let completed = AsyncFlag()
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
         dataTask.suspend()
@@ -279,22 +279,7 @@ final class StashProbe: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.error = error
-            state.finished = true
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume()
-    }
-
-    func waitForCompletion() async {
-        await withCheckedContinuation { continuation in
-            let finished = state.withLock { state -> Bool in
-                if !state.finished { state.waiter = continuation }
-                return state.finished
-            }
-            if finished { continuation.resume() }
-        }
+        state.withLock { $0.error = error }
+        completed.raise()
     }
 }
