@@ -336,12 +336,9 @@ final class FileBodyProducer: RequestBodyProducer, @unchecked Sendable {
     func readChunk(maxLength: Int) throws -> Data {
         guard gate.beginRead(open: {}) else { throw BodyReadError(message: "the file was closed") }
         defer { gate.endRead(close: { try? self.handle.close() }) }
-        while true {
-            switch read(maxLength, with: { Glibc.read($0, $1, $2) }) {
-            case .bytes(let data): return data
-            case .failed(let code) where code == EINTR: continue
-            case .failed(let code): throw BodyReadError(message: "the file could not be read: \(String(cString: strerror(code)))")
-            }
+        switch read(maxLength, with: { Glibc.read($0, $1, $2) }) {
+        case .bytes(let data): return data
+        case .failed(let code): throw BodyReadError(message: "the file could not be read: \(String(cString: strerror(code)))")
         }
     }
 
@@ -369,12 +366,12 @@ final class FileBodyProducer: RequestBodyProducer, @unchecked Sendable {
     }
 
     /// Up to `maxLength` bytes from the file's position (which the read moves on) by one call
-    /// of `read`, into memory of their own.
+    /// of `read` (made again when a signal interrupts it), into memory of their own.
     private func read(_ maxLength: Int, with read: (Int32, UnsafeMutableRawPointer, Int) -> Int) -> ReadOutcome {
         guard maxLength > 0 else { return .bytes(Data()) }
         // Not `Data(count:)`: that would zero the bytes the read is about to replace.
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: maxLength, alignment: 16)
-        let count = read(handle.fileDescriptor, buffer, maxLength)
+        let count = retryingOnInterrupt { read(handle.fileDescriptor, buffer, maxLength) }
         guard count > 0 else {
             let code = errno
             buffer.deallocate()

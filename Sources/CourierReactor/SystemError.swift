@@ -37,8 +37,8 @@ public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 /// Calls `body` again while it fails with EINTR.
-@inline(__always)
-func retryingOnInterrupt<T: BinaryInteger>(_ body: () -> T) -> T {
+@inlinable
+public func retryingOnInterrupt<T: BinaryInteger>(_ body: () -> T) -> T {
     while true {
         let result = body()
         if result == -1 && errno == EINTR { continue }

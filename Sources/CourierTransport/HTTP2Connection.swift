@@ -26,14 +26,8 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         @exclusivity(unchecked) var body: BodySource
         @exclusivity(unchecked) var bodyBytesSent: Int64 = 0
         @exclusivity(unchecked) var paused = false
-        /// DATA that came while the stream was paused; the first `stashDelivered` bytes of it
-        /// have since gone to the delegate.
-        @exclusivity(unchecked) var stash: [UInt8] = []
-        @exclusivity(unchecked) var stashDelivered = 0
-        /// True while the stash is being handed to the delegate (``deliverStash(_:_:)``).
-        @exclusivity(unchecked) var deliveringStash = false
-        /// Stashed bytes not yet delivered.
-        var stashedCount: Int { stash.count - stashDelivered }
+        /// DATA that came while the stream was paused (HTTP2Connection+Stash.swift).
+        @exclusivity(unchecked) var stash = Stash()
         @exclusivity(unchecked) var receivedResponseBytes = false
         @exclusivity(unchecked) var trailers: HTTPFields?
         @exclusivity(unchecked) var lastActivity: MonotonicInstant
@@ -91,14 +85,13 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     private let queuedFlushDelayLimit: Duration
     /// The most DATA a stream may have in flight to this side: what a paused stream's stash
     /// can come to.
-    private let streamWindowSize: Int
-    /// A stash larger than this is given room for the whole window when it must grow.
-    static let stashSizeBeforeWholeWindow = 1 << 20
+    let streamWindowSize: Int
     // Internal, not private, as are the timers below, `flush()` and `finishStream(_:_:)`, for
-    // the extension in HTTP2Connection+Timers.swift; loop only, like all of the connection.
+    // the extensions in HTTP2Connection+Timers.swift and +Stash.swift; loop only, like all of
+    // the connection.
     @exclusivity(unchecked) var session: HTTP2ClientSession!
     @exclusivity(unchecked) var streams: [Int32: Stream] = [:]
-    @exclusivity(unchecked) private var streamsByExchange: [ObjectIdentifier: Int32] = [:]
+    @exclusivity(unchecked) var streamsByExchange: [ObjectIdentifier: Int32] = [:]
     @exclusivity(unchecked) private var outgoing = ByteBuffer()
     @exclusivity(unchecked) private var streamsCarried = 0
     @exclusivity(unchecked) private(set) var isClosed = false
@@ -225,53 +218,6 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         session.cancelStream(streamID)
         flush()
     }
-
-    func setReadingPaused(_ paused: Bool, for exchange: HTTPExchange) {
-        guard let streamID = streamsByExchange[ObjectIdentifier(exchange)], let current = streams[streamID] else { return }
-        guard current.paused != paused else { return }
-        current.paused = paused
-        current.lastActivity = .now
-        // A resume from inside the delivery (the delegate paused and resumed while taking a
-        // slice) leaves the rest to the delivery under way.
-        if !paused && !current.deliveringStash { deliverStash(streamID, current) }
-        // The delegate may have paused again while taking the stash.
-        if !paused, let after = streams[streamID], !after.paused, after.stashedCount == 0, after.endedWhilePaused {
-            finishStream(streamID, .success(after.trailers))
-        }
-        flush()
-    }
-
-    /// Hands a resumed stream's stash to the delegate in slices, stopping when it pauses again:
-    /// the rest stays stashed, and uncredited, for the next resume.
-    ///
-    /// Design note: given the stash (up to the 8 MiB stream window) in one call, a download
-    /// task's writer, paused for its backlog, took it all at once into chunks of its own, and a
-    /// 1 GiB TLS download to a file peaked at 58–61 MB of RSS instead of 33.
-    private func deliverStash(_ streamID: Int32, _ current: Stream) {
-        current.deliveringStash = true
-        defer { current.deliveringStash = false }
-        let exchange = current.exchange
-        while !current.paused, current.stashedCount > 0, streams[streamID] === current {
-            // A local reference: bytes stashed meanwhile would append to a copy, not to these.
-            let stash = current.stash
-            let start = current.stashDelivered
-            let end = min(stash.count, start + Self.stashSlice)
-            current.stashDelivered = end
-            stash.withUnsafeBytes { exchange.delegate.exchange(exchange, didReceiveBodyBytes: UnsafeRawBufferPointer(rebasing: $0[start..<end])) }
-            session.consume(streamID: streamID, count: end - start)
-        }
-        if current.stashedCount == 0 {
-            current.stash = []
-        } else {
-            // Paused again: the rest moves to the front (in place), so the stash, with what
-            // comes until the window closes, stays within the room reserved for the window.
-            current.stash.removeFirst(current.stashDelivered)
-        }
-        current.stashDelivered = 0
-    }
-
-    /// The most of a stash handed to the delegate in one call.
-    static let stashSlice = 256 * 1024
 
     // MARK: Bytes
 
@@ -443,16 +389,8 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         current.lastActivity = .now
         current.metrics.responseBodyBytesReceived += Int64(bytes.count)
         // Behind the stash while any of it waits, so the delegate gets the bytes in order.
-        if current.paused || current.stashedCount > 0 {
-            // A stash that outgrows its first megabyte takes room for the whole stream window
-            // (it cannot grow past it) at once. Grown by doubling, the window's 8 MiB had up to
-            // 16 MiB of storage, two buffers alive while one was copied to the other: the 1 GiB
-            // TLS download to a file peaked at 51 MB of RSS in three runs of six, against 33.
-            // (No local copy of the array here: held across the append, it would copy it.)
-            if current.stash.count >= Self.stashSizeBeforeWholeWindow, current.stash.capacity - current.stash.count < bytes.count {
-                current.stash.reserveCapacity(max(streamWindowSize, current.stash.count + bytes.count))
-            }
-            current.stash += bytes
+        if current.paused || current.stash.waiting > 0 {
+            current.stash.append(bytes, window: streamWindowSize)
             return
         }
         current.exchange.delegate.exchange(current.exchange, didReceiveBodyBytes: bytes)
@@ -467,7 +405,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         guard let current = streams[streamID] else { return }
         switch error {
         case nil:
-            if current.paused || current.stashedCount > 0 {
+            if current.paused || current.stash.waiting > 0 {
                 // Deliver what is stashed first; completion follows when reading resumes.
                 current.endedWhilePaused = true
                 return
@@ -613,7 +551,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         streamsByExchange[ObjectIdentifier(current.exchange)] = nil
         // Bytes stashed for a paused stream were never credited: give them back to the
         // connection window, or a few abandoned paused streams would stall every other one.
-        if current.stashedCount > 0 { session.consume(streamID: streamID, count: current.stashedCount) }
+        if current.stash.waiting > 0 { session.consume(streamID: streamID, count: current.stash.waiting) }
     }
 
     func close() {
