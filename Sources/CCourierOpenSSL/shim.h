@@ -52,6 +52,7 @@ static inline STACK_OF(X509) *courier_sk_X509_new_null(void) { return sk_X509_ne
 static inline int courier_sk_X509_push(STACK_OF(X509) *stack, X509 *certificate) { return sk_X509_push(stack, certificate); }
 static inline void courier_sk_X509_pop_free(STACK_OF(X509) *stack) { sk_X509_pop_free(stack, X509_free); }
 static inline void courier_sk_X509_free(STACK_OF(X509) *stack) { sk_X509_free(stack); }
+static inline int courier_sk_X509_OBJECT_num(const STACK_OF(X509_OBJECT) *stack) { return sk_X509_OBJECT_num(stack); }
 static inline int courier_sk_X509_NAME_num(const STACK_OF(X509_NAME) *stack) { return sk_X509_NAME_num(stack); }
 static inline X509_NAME *courier_sk_X509_NAME_value(const STACK_OF(X509_NAME) *stack, int index) { return sk_X509_NAME_value(stack, index); }
 static inline int courier_sk_GENERAL_NAME_num(const STACK_OF(GENERAL_NAME) *stack) { return sk_GENERAL_NAME_num(stack); }

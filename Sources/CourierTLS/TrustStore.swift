@@ -2,15 +2,25 @@ import CCourierOpenSSL
 
 /// A set of trusted root certificates (an OpenSSL `X509_STORE`), such as the system's bundle.
 ///
-/// Building one parses every certificate once; share it between contexts.
+/// A store from a PEM bundle parses a certificate only when a verification looks for its
+/// subject (``PEMBundleIndex``); one from certificates holds them all. Share it between contexts.
 public final class TrustStore: @unchecked Sendable {
     let store: OpaquePointer
-    /// The roots it holds.
-    public let certificates: [TLSCertificate]
+    private let index: PEMBundleIndex?
+    private let given: [TLSCertificate]
 
     /// Roots from PEM text, e.g. the contents of /etc/ssl/certs/ca-certificates.crt.
-    public convenience init(pemBundle: [UInt8]) throws(TLSError) {
-        try self.init(certificates: TLSCertificate.pemCertificates(pemBundle))
+    public init(pemBundle: [UInt8]) throws(TLSError) {
+        guard let index = PEMBundleIndex(pem: pemBundle) else { throw .invalidConfiguration("no PEM certificate found") }
+        guard let store = X509_STORE_new() else { throw .invalidConfiguration("out of memory") }
+        guard PEMBundleLookup.attach(index, to: store) else {
+            X509_STORE_free(store)
+            OpenSSLErrors.clear()
+            throw .invalidConfiguration("out of memory")
+        }
+        self.store = store
+        self.index = index
+        self.given = []
     }
 
     /// Roots from certificates.
@@ -21,7 +31,21 @@ public final class TrustStore: @unchecked Sendable {
         }
         OpenSSLErrors.clear()
         self.store = store
-        self.certificates = certificates
+        self.index = nil
+        self.given = certificates
+    }
+
+    /// How many roots it holds.
+    public var count: Int { index?.count ?? given.count }
+
+    /// The roots it holds; a store from a PEM bundle parses them all for this.
+    public var certificates: [TLSCertificate] { index?.allCertificates() ?? given }
+
+    /// How many certificates OpenSSL's store holds parsed.
+    var parsedCount: Int {
+        guard X509_STORE_lock(store) == 1 else { return 0 }
+        defer { X509_STORE_unlock(store) }
+        return Int(courier_sk_X509_OBJECT_num(X509_STORE_get0_objects(store)))
     }
 
     deinit {

@@ -86,6 +86,10 @@ public final class TestCertificates: Sendable {
         try write("\(dir)/stranger.ext", "extendedKeyUsage=clientAuth\n")
         try run(["x509", "-req", "-in", "\(dir)/stranger.csr", "-CA", "\(dir)/otherca.pem", "-CAkey", "\(dir)/otherca.key",
                  "-CAcreateserial", "-out", "\(dir)/stranger.pem", "-days", "365", "-extfile", "\(dir)/stranger.ext"])
+        // A CA with the test CA's name and a key of its own: a bundle may hold both.
+        try run(["req", "-x509"] + curve + ["-keyout", "\(dir)/samenameca.key", "-out", "\(dir)/samenameca.pem", "-days", "3650",
+                 "-subj", "/CN=Courier Test CA/O=Courier",
+                 "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
         // The system bundle plus the test CA: what the tests use as "the system trust store".
         let system = (try? Data(contentsOf: URL(fileURLWithPath: "/etc/ssl/certs/ca-certificates.crt"))) ?? Data()
         let testCA = (try? Data(contentsOf: URL(fileURLWithPath: "\(dir)/ca.pem"))) ?? Data()
