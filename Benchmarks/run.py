@@ -23,6 +23,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.path.join(HERE, ".build", "release")
+# courier-bench again, linked with --static-swift-stdlib (run.sh builds it): W3's Courier-static.
+STATIC_BIN = os.path.join(HERE, ".build-static", "release")
 WORK = os.path.join(HERE, ".build", "bench-work")
 RESULTS = os.path.join(HERE, "results")
 PORTS = {"h1": 18080, "tls-h1": 18443, "tls-h2": 18444, "tls-close": 18445}
@@ -475,6 +477,10 @@ def main():
                             ("Courier", runner.swift_client, ("courier-bench", "w3", url, sink), dict(env=tls)),
                             ("Go", runner.go_client, ("w3", url, sink), dict(env=tls)),
                             ("AsyncHTTPClient", runner.swift_client, ("ahc-bench", "w3", url, sink), dict(env=tls)),
+                            # The same program with the Swift runtime and Foundation linked in:
+                            # what the peak RSS is without the shared libraries' pages.
+                            ("Courier-static", runner.swift_client, ("courier-bench", "w3", url, sink),
+                             dict(env=tls, binary_path=os.path.join(STATIC_BIN, "courier-bench"))),
                         ]
                         # Each round starts with another client. This machine's VM hands memory
                         # the guest frees back to the host after about two seconds (virtio-balloon
@@ -663,7 +669,8 @@ def markdown(document):
               "message and 200 of a 1 MiB binary one (MB/s: the payload one way); Courier: URLSessionWebSocketTask, "
               "against the websockets package's own client. × reference: against wrk (h1), h2load (h2), websockets (WS) or curl "
               "(W3, W4, U1, W3R). courier-load is Courier's load "
-              "generator on the transport; Courier is the public URLSession API."]
+              "generator on the transport; Courier is the public URLSession API; Courier-static (W3) is the same "
+              "courier-bench linked with --static-swift-stdlib (the Swift runtime and Foundation in the executable)."]
     return "\n".join(lines) + "\n"
 
 

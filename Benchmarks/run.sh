@@ -25,8 +25,10 @@ mkdir -p Sources/FoundationBench
 sed 's/^import Courier$/import FoundationNetworking/' Sources/CourierBench/main.swift > Sources/FoundationBench/main.swift
 # SwiftPM can miss a source file added to the path dependency and keep an old build plan (the
 # clients then measure stale code); planning afresh costs a second.
-rm -f .build/release/description.json
+rm -f .build/release/description.json .build-static/release/description.json
 swift build -c release
+# W3's Courier-static: courier-bench with the Swift runtime and Foundation linked statically.
+swift build -c release --product courier-bench --static-swift-stdlib --scratch-path .build-static
 # courier-load is a product of the main package.
 (cd .. && swift build -c release --product courier-load)
 mkdir -p bin
