@@ -1,4 +1,5 @@
 import CCourierOpenSSL
+import Glibc
 
 /// A set of trusted root certificates (an OpenSSL `X509_STORE`), such as the system's bundle.
 ///
@@ -33,6 +34,27 @@ public final class TrustStore: @unchecked Sendable {
         self.store = store
         self.index = nil
         self.given = certificates
+    }
+
+    /// Also looks for roots in OpenSSL's hashed directories (`list`, separated by colons): files
+    /// named by the hash of their subject (`HASH.0`, as `openssl rehash` or `c_rehash` names
+    /// them), read when verification looks for that subject, after the roots the store holds.
+    /// Directories that do not exist are skipped. Call before the store is shared.
+    public func addHashedDirectories(_ list: String) throws(TLSError) {
+        guard !list.isEmpty else { return }
+        guard let lookup = X509_STORE_add_lookup(store, X509_LOOKUP_hash_dir()),
+              X509_LOOKUP_ctrl(lookup, X509_L_ADD_DIR, list, Int(X509_FILETYPE_PEM), nil) == 1 else {
+            let reason = OpenSSLErrors.drain().text
+            throw .invalidConfiguration("cannot use the certificate directories \(list): \(reason)")
+        }
+    }
+
+    /// The hashed directories OpenSSL reads by default: `SSL_CERT_DIR` when set, else the one
+    /// it was built with (`/usr/lib/ssl/certs` on Debian, a link to `/etc/ssl/certs`).
+    public static var defaultHashedDirectories: String {
+        let variable = String(cString: X509_get_default_cert_dir_env())
+        if let list = getenv(variable) { return String(cString: list) }
+        return String(cString: X509_get_default_cert_dir())
     }
 
     /// How many roots it holds.

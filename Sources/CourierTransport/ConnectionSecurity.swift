@@ -65,7 +65,8 @@ public protocol ConnectionSecurityDelegate: AnyObject, Sendable {
     func chooseClientIdentity(_ request: ClientIdentityRequest, completion: @escaping @Sendable (ClientIdentityDecision) -> Void)
 }
 
-/// The system's trust store, read once per process from the usual bundle locations.
+/// The system's trust store, read once per process from the usual bundle locations and, as
+/// OpenSSL's default verify paths do, OpenSSL's hashed certificate directories.
 public enum SystemTrustStore {
     /// Candidate bundle files; `SSL_CERT_FILE` comes first when set.
     static var candidates: [String] {
@@ -75,16 +76,20 @@ public enum SystemTrustStore {
         return paths
     }
 
-    /// The roots, or an empty store when no bundle could be read (every server is then
-    /// untrusted unless a delegate decides otherwise); nil only when OpenSSL cannot allocate
-    /// even an empty store, which fails closed the same way (no root, nothing trusted).
+    /// The roots of the first bundle that can be read, then those of the hashed directories
+    /// (`SSL_CERT_DIR`, else OpenSSL's own, /etc/ssl/certs on Debian): a root installed there
+    /// with `openssl rehash` but not in the bundle is trusted, as curl and OpenSSL's tools trust
+    /// it. With neither, the store is empty and every server is untrusted unless a delegate
+    /// decides otherwise; nil only when OpenSSL cannot allocate even an empty store, which fails
+    /// closed the same way (no root, nothing trusted).
     public static let shared: TrustStore? = {
-        for path in candidates {
-            guard let data = FileManager.default.contents(atPath: path),
-                  let store = try? TrustStore(pemBundle: Array(data)) else { continue }
-            return store
-        }
-        return try? TrustStore(certificates: [])
+        let bundle = candidates.lazy.compactMap { path in
+            FileManager.default.contents(atPath: path).flatMap { try? TrustStore(pemBundle: Array($0)) }
+        }.first
+        guard let store = bundle ?? (try? TrustStore(certificates: [])) else { return nil }
+        // A directory OpenSSL cannot take leaves the bundle's roots as they are.
+        try? store.addHashedDirectories(TrustStore.defaultHashedDirectories)
+        return store
     }()
 }
 

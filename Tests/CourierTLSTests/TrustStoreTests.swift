@@ -120,6 +120,27 @@ struct TrustStoreTests {
         #expect(roots.parsedCount == 1)
     }
 
+    @Test("a root found only in a hashed directory is trusted; a missing directory is no error")
+    func hashedDirectory() throws {
+        let pki = try TestTLS.pki
+        let directory = try pki.hashedDirectory(["ca.pem"])
+        let server = try Self.certificates("server.pem")
+        let verify = { (roots: TrustStore) in
+            try TrustEvaluation.evaluate(chain: server, host: "localhost", roots: roots, anchors: nil, anchorsOnly: false, time: TestTLS.now).get()
+        }
+        let bundleOnly = try TrustStore(pemBundle: Self.bundle(["otherca.pem"]))
+        #expect(throws: CertificateFailure.unknownRoot) { try verify(bundleOnly) }
+        let withDirectory = try TrustStore(pemBundle: Self.bundle(["otherca.pem"]))
+        try withDirectory.addHashedDirectories("/nonexistent/courier:" + directory.path)
+        #expect(throws: Never.self) { try verify(withDirectory) }
+        let directoryOnly = try TrustStore(certificates: [])
+        try directoryOnly.addHashedDirectories(directory.path)
+        #expect(throws: Never.self) { try verify(directoryOnly) }
+        let elsewhere = try TrustStore(certificates: [])
+        try elsewhere.addHashedDirectories(pki.hashedDirectory(["otherca.pem"]).path)
+        #expect(throws: CertificateFailure.unknownRoot) { try verify(elsewhere) }
+    }
+
     @Test("OpenSSL's store keeps the index alive after the TrustStore is gone")
     func storeOutlivesTrustStore() throws {
         let leaf = try Self.certificates("server.pem")[0]

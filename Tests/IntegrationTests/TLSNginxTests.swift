@@ -57,6 +57,19 @@ struct TLSNginxTests {
         await expectURLError(entry.1) { _ = try await session.data(from: nginx.tlsURL(entry.0, "/files/hello.txt")) }
     }
 
+    @Test("the system trust store reads SSL_CERT_DIR: a root there and not in the bundle is trusted (courier, a new process)")
+    func certificateDirectory() async throws {
+        let pki = try TestCertificates.make()
+        let url = nginx.tlsURL("good", "/files/hello.txt").absoluteString
+        for (names, status) in [(["ca.pem"], Int32(0)), (["otherca.pem"], 60)] {
+            let directory = try pki.hashedDirectory(names)
+            let environment = ["SSL_CERT_FILE": pki.path("otherca.pem"), "SSL_CERT_DIR": directory.path]
+            let run = try #require(try await runCourier(["-s", url], environment: environment))
+            #expect(run.status == status, "\(names): \(run.stderr)")
+            if status == 0 { #expect(Array(run.stdout.utf8) == NginxServer.fixtures["hello.txt"]) }
+        }
+    }
+
     @Test("accepting a self-signed certificate through the trust challenge")
     func acceptSelfSigned() async throws {
         let delegate = ChallengeDelegate { challenge in

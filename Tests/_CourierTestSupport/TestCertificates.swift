@@ -112,6 +112,21 @@ public final class TestCertificates: Sendable {
         try run(arguments)
     }
 
+    /// A new directory holding copies of the named certificates under their subject hashes
+    /// (`openssl rehash`): what OpenSSL reads as a certificate directory (`SSL_CERT_DIR`).
+    public func hashedDirectory(_ names: [String]) throws(TestServerError) -> URL {
+        let hashed = TestRun.makeDirectory("hashed-certificates")
+        for name in names {
+            do {
+                try FileManager.default.copyItem(atPath: path(name), toPath: hashed.appendingPathComponent(name).path)
+            } catch {
+                throw TestServerError("cannot copy \(name): \(error)")
+            }
+        }
+        try run(["rehash", hashed.path])
+        return hashed
+    }
+
     private func write(_ path: String, _ text: String) throws(TestServerError) {
         do {
             try text.write(toFile: path, atomically: true, encoding: .utf8)
