@@ -1,4 +1,5 @@
 import CCourierLinux
+import CourierReactor
 import CourierSync
 import Foundation
 
@@ -220,12 +221,10 @@ final class DownloadFile: Sendable {
     private static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
         var offset = 0
         while offset < bytes.count {
-            let written = Glibc.write(descriptor, bytes.baseAddress! + offset, min(bytes.count - offset, writeSliceSize))
-            if written < 0 {
-                let code = errno
-                if code == EINTR { continue }
-                return code
+            let written = retryingOnInterrupt {
+                Glibc.write(descriptor, bytes.baseAddress! + offset, min(bytes.count - offset, writeSliceSize))
             }
+            if written < 0 { return errno }
             offset += written
         }
         return nil

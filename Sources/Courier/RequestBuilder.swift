@@ -327,7 +327,7 @@ final class FileBodyProducer: RequestBodyProducer, @unchecked Sendable {
     private let gate = SourceGate()
     /// False once the file system turned a non-blocking read down as unsupported: every read
     /// then goes to the blocking pool.
-    private let readsWithoutBlocking = Atomic<Bool>(true)
+    let readsWithoutBlocking = Atomic<Bool>(true)
 
     init(handle: FileHandle) {
         self.handle = handle
