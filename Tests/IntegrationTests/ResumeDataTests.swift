@@ -486,13 +486,13 @@ struct ResumeDataTests {
         #expect(contents?.count == Self.offset, "the partial file holds the bytes written")
         let intact = contents.map { Array($0) } == Array(server.body[..<Self.offset])
         #expect(intact, "the partial file holds the body's first bytes")
-        #expect(downloadFilesPresent() == downloads, "no CourierDownload_ file is left once the task ended")
+        #expect(downloadFilesPresent().isSubset(of: downloads), "no CourierDownload_ file is left once the task ended")
 
         let record = try await fixture.resumeDownload(data)
         expectResumed(record, at: Int64(Self.offset), length: server.body.count, sha256: server.sha256)
         let consumed = await pollUntil(timeout: .seconds(2)) { partialFilesPresent() == partials }
         #expect(consumed, "the partial file is deleted after a successful resume")
-        #expect(downloadFilesPresent() == downloads)
+        #expect(downloadFilesPresent().isSubset(of: downloads))
     }
 
     @Test("a plain cancel() gives no resume data and leaves no file", .exclusiveDownloadFiles)
@@ -515,7 +515,7 @@ struct ResumeDataTests {
         #expect(error.downloadTaskResumeData == nil)
         #expect(!error.userInfo.keys.contains(URLSessionDownloadTaskResumeData))
         #expect(partialFilesPresent() == partials, "no partial file is kept")
-        #expect(downloadFilesPresent() == downloads, "the download file is deleted")
+        #expect(downloadFilesPresent().isSubset(of: downloads), "the download file is deleted")
     }
 
     @Test("a partial file gone before the resume: a plain GET from the start, didResumeAtOffset(0), still the whole file", .exclusiveDownloadFiles)
