@@ -76,7 +76,7 @@ let package = Package(
         .target(name: "CourierHTTP1", dependencies: ["CourierCore"]),
         // RFC 6455 framing and messages, sans-IO: the WebSocket task's codec.
         .target(name: "CourierWebSocket", dependencies: ["CCourierOpenSSL", "CCourierZlib"]),
-        .target(name: "CourierTLS", dependencies: ["CourierCore", "CourierSync", "CCourierOpenSSL"]),
+        .target(name: "CourierTLS", dependencies: ["CCourierLinux", "CourierCore", "CourierSync", "CCourierOpenSSL"]),
         .target(name: "CourierHTTP2", dependencies: ["CourierCore", "CCourierNghttp2"]),
         .target(
             name: "CourierPool",

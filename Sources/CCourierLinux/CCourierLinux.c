@@ -17,6 +17,10 @@ ssize_t courier_read_cached(int fd, void *buffer, size_t count) {
     return preadv2(fd, &vector, 1, -1, RWF_NOWAIT);
 }
 
+const char *courier_secure_getenv(const char *name) {
+    return secure_getenv(name);
+}
+
 int courier_accept4(int fd, int flags) {
     return accept4(fd, NULL, NULL, flags);
 }

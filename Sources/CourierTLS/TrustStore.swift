@@ -1,5 +1,5 @@
+import CCourierLinux
 import CCourierOpenSSL
-import Glibc
 
 /// A set of trusted root certificates (an OpenSSL `X509_STORE`), such as the system's bundle.
 ///
@@ -52,9 +52,15 @@ public final class TrustStore: @unchecked Sendable {
     /// The hashed directories OpenSSL reads by default: `SSL_CERT_DIR` when set, else the one
     /// it was built with (`/usr/lib/ssl/certs` on Debian, a link to `/etc/ssl/certs`).
     public static var defaultHashedDirectories: String {
-        let variable = String(cString: X509_get_default_cert_dir_env())
-        if let list = getenv(variable) { return String(cString: list) }
-        return String(cString: X509_get_default_cert_dir())
+        environmentValue(String(cString: X509_get_default_cert_dir_env())) ?? String(cString: X509_get_default_cert_dir())
+    }
+
+    /// A variable of the environment that chooses roots (`SSL_CERT_FILE`, `SSL_CERT_DIR`), read
+    /// as OpenSSL reads them: never in a process that runs with privileges its file gave it
+    /// (setuid, setgid, file capabilities), where the environment is its caller's and would
+    /// let the caller pick what the process trusts.
+    public static func environmentValue(_ name: String) -> String? {
+        courier_secure_getenv(name).map { String(cString: $0) }
     }
 
     /// How many roots it holds.

@@ -68,10 +68,11 @@ public protocol ConnectionSecurityDelegate: AnyObject, Sendable {
 /// The system's trust store, read once per process from the usual bundle locations and, as
 /// OpenSSL's default verify paths do, OpenSSL's hashed certificate directories.
 public enum SystemTrustStore {
-    /// Candidate bundle files; `SSL_CERT_FILE` comes first when set.
+    /// Candidate bundle files; `SSL_CERT_FILE` comes first when set (and the process is not
+    /// setuid: ``TrustStore/environmentValue(_:)``).
     static var candidates: [String] {
         var paths: [String] = []
-        if let override = ProcessInfo.processInfo.environment["SSL_CERT_FILE"] { paths.append(override) }
+        if let override = TrustStore.environmentValue("SSL_CERT_FILE") { paths.append(override) }
         paths += ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"]
         return paths
     }

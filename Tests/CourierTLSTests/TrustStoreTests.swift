@@ -141,6 +141,15 @@ struct TrustStoreTests {
         #expect(throws: CertificateFailure.unknownRoot) { try verify(elsewhere) }
     }
 
+    @Test("the variables that choose roots are read from the environment (this process is not setuid)")
+    func environment() {
+        let name = "COURIER_TEST_TRUST_\(getpid())"
+        #expect(TrustStore.environmentValue(name) == nil)
+        setenv(name, "/some/dir:/another", 1)
+        defer { unsetenv(name) }
+        #expect(TrustStore.environmentValue(name) == "/some/dir:/another")
+    }
+
     @Test("OpenSSL's store keeps the index alive after the TrustStore is gone")
     func storeOutlivesTrustStore() throws {
         let leaf = try Self.certificates("server.pem")[0]

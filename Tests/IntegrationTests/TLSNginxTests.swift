@@ -70,6 +70,42 @@ struct TLSNginxTests {
         }
     }
 
+    @Test(
+        "a setgid courier ignores SSL_CERT_FILE and SSL_CERT_DIR, as OpenSSL does: the caller's environment does not choose its roots",
+        .enabled(if: getuid() == 0, "making a setgid program and running it as nobody needs root")
+    )
+    func privilegedProcessIgnoresEnvironment() async throws {
+        let pki = try TestCertificates.make()
+        let directory = try pki.hashedDirectory(["ca.pem"])
+        let home = TestRun.makeDirectory("setgid-courier")
+        let program = home.appendingPathComponent("courier")
+        let built = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("courier")
+        try FileManager.default.copyItem(at: built, to: program)
+        defer { try? FileManager.default.removeItem(at: home) }
+        let url = nginx.tlsURL("good", "/files/hello.txt").absoluteString
+        // As nobody: the test CA is trusted only through the two variables.
+        let run = { @Sendable (mode: Int, extra: [String]) throws -> Int32 in
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: home.path)
+            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: program.path)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", program.path, "-s", "-o", "/dev/null"] + extra + [url]
+            process.environment = [
+                "SSL_CERT_FILE": pki.path("otherca.pem"), "SSL_CERT_DIR": directory.path,
+                "HOME": home.path, "TMPDIR": home.path, "PATH": "/usr/bin:/bin",
+            ]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+        let statuses = try await onOwnThread { try [run(0o755, []), run(0o2755, []), run(0o2755, ["-k"])] }
+        #expect(statuses[0] == 0, "an ordinary program reads the variables")
+        #expect(statuses[1] == 60, "a setgid one does not, and the test CA is not in the system's roots")
+        #expect(statuses[2] == 0, "the setgid program itself works")
+    }
+
     @Test("accepting a self-signed certificate through the trust challenge")
     func acceptSelfSigned() async throws {
         let delegate = ChallengeDelegate { challenge in

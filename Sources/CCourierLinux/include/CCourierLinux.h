@@ -106,6 +106,11 @@ int courier_eai_addrfamily(void);
 /// disk. Returns what preadv2 does (-1 with errno set on failure).
 ssize_t courier_read_cached(int fd, void *buffer, size_t count);
 
+/// getenv, except in a process started with privileges its file gave it (setuid or setgid, file
+/// capabilities): NULL then, as OpenSSL reads its own variables (SSL_CERT_FILE, SSL_CERT_DIR).
+/// glibc's secure_getenv, which needs _GNU_SOURCE.
+const char *courier_secure_getenv(const char *name);
+
 /// Size in bytes of one epoll event, for allocating event arrays from Swift.
 static inline size_t courier_epoll_event_size(void) { return sizeof(struct epoll_event); }
 
