@@ -20,14 +20,13 @@ final class PEMBundleIndex: Sendable {
     private let parsed = Mutex(Set<Int>())
 
     /// How many certificates the bundle holds.
-    let count: Int
+    var count: Int { bySubject.values.reduce(0) { $0 + $1.count } }
 
     /// Indexes the `CERTIFICATE` blocks of PEM text; nil when it has none whose subject can be
     /// read. Other blocks (keys, parameters) and blocks that are not certificates are skipped.
     init?(pem bytes: [UInt8]) {
         var encodings: [UInt8] = []
         var bySubject: [UInt: [Range<Int>]] = [:]
-        var count = 0
         let read: Void? = try? withMemoryBIO(bytes) { bio throws(TLSError) in
             var name: UnsafeMutablePointer<CChar>?
             var header: UnsafeMutablePointer<CChar>?
@@ -50,14 +49,12 @@ final class PEMBundleIndex: Sendable {
                 let start = encodings.count
                 encodings.append(contentsOf: der)
                 bySubject[hash, default: []].append(start..<encodings.count)
-                count += 1
             }
         }
         OpenSSLErrors.clear()
-        guard read != nil, count > 0 else { return nil }
+        guard read != nil, !bySubject.isEmpty else { return nil }
         self.encodings = encodings
         self.bySubject = bySubject
-        self.count = count
     }
 
     /// Parses every certificate (for callers that want them all).
@@ -86,15 +83,7 @@ final class PEMBundleIndex: Sendable {
     }
 
     private func parse(_ range: Range<Int>) -> TLSCertificate? {
-        let certificate = encodings.withUnsafeBufferPointer { buffer -> OpaquePointer? in
-            var pointer: UnsafePointer<UInt8>? = buffer.baseAddress.map { $0 + range.lowerBound }
-            return d2i_X509(nil, &pointer, range.count)
-        }
-        guard let certificate else {
-            OpenSSLErrors.clear()
-            return nil
-        }
-        return TLSCertificate(taking: certificate)
+        try? TLSCertificate(derBytes: Array(encodings[range]))
     }
 
     /// `X509_NAME_hash_ex` of a certificate's subject, read from its DER without parsing the
