@@ -123,23 +123,31 @@ final class FileSink: AsyncDelivering {
     var backlogLimits: BacklogLimits { Self.limits }
 
     func begin(_ response: URLResponse, driver: TaskDriver) -> URLError? {
-        state.withLock { $0.beginning = true }
+        // A task that ended before its response was handled (a cancel from another thread)
+        // was delivered without a file: none is made for it.
+        let ended = state.withLock { state -> Bool in
+            if !state.completed { state.beginning = true }
+            return state.completed
+        }
+        if ended { return nil }
         let placement = driver.resumePlacement(for: response)
         let made = makeFile(placement, response: response, driver: driver)
         // A cancel that raced with the making completed the task meanwhile: the file goes
         // before anyone hears of the completion.
-        let deferred = state.withLock { state -> (@Sendable () -> Void)? in
+        let (kept, deferred) = state.withLock { state -> (Bool, (@Sendable () -> Void)?) in
             state.beginning = false
+            var kept = false
             if !state.completed, case .success(let file) = made {
                 state.file = file
                 state.offset = placement?.offset ?? 0
                 state.bytesWritten = state.offset
+                kept = true
             }
             defer { state.deferredCompletion = nil }
-            return state.deferredCompletion
+            return (kept, state.deferredCompletion)
         }
+        if !kept, case .success(let file) = made { file.remove() }
         if let deferred {
-            if case .success(let file) = made { file.remove() }
             deferred()
             return nil
         }

@@ -263,7 +263,8 @@ struct BecomeDownloadTests {
             let fixture = try #require(NginxServer.fixtures[name])
             try expectBecameDownload(recorder, dataTask: dataTask, request: request, body: fixture,
                                      expectedLength: path.hasPrefix("/chunked/") ? -1 : Int64(fixture.count))
-            #expect(downloadFilesPresent().isSubset(of: before), "no download file is left behind")
+            let left = await downloadFilesLeft(besides: before)
+            #expect(left.isEmpty, "no download file is left behind: \(left)")
         }
     }
 
@@ -276,7 +277,8 @@ struct BecomeDownloadTests {
         let request = URLRequest(url: url)
         try await load(request, with: recorder) { dataTask in
             try expectBecameDownload(recorder, dataTask: dataTask, request: request, body: body, expectedLength: Int64(body.count))
-            #expect(downloadFilesPresent().isSubset(of: before), "no download file is left behind")
+            let left = await downloadFilesLeft(besides: before)
+            #expect(left.isEmpty, "no download file is left behind: \(left)")
         }
     }
 

@@ -98,6 +98,27 @@ func downloadFilesPresent() -> Set<String> {
     return Set(names.filter { $0.hasPrefix("CourierDownload_") })
 }
 
+/// The download files in the temporary directory that are not in `before`, once none has
+/// gone for `patience`, each with its size and age: empty when the test left none. A file of
+/// the test's own stays, and fails it; a deletion that trails the completion, or a download of
+/// another test that slipped past ``DownloadFilesLock``, ends within the wait (and the message
+/// then says which file outlived it, for finding the download it belonged to).
+func downloadFilesLeft(besides before: Set<String>, patience: Duration = .seconds(10)) async -> [String] {
+    let deadline = ContinuousClock.now + patience
+    var left = downloadFilesPresent().subtracting(before)
+    while !left.isEmpty, ContinuousClock.now < deadline {
+        try? await Task.sleep(for: .milliseconds(20))
+        left = downloadFilesPresent().subtracting(before)
+    }
+    let directory = FileManager.default.temporaryDirectory
+    return left.sorted().map { name in
+        let attributes = try? FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent(name).path)
+        let size = (attributes?[.size] as? NSNumber)?.int64Value ?? -1
+        let age = (attributes?[.modificationDate] as? Date).map { String(format: "%.1f s", Date().timeIntervalSince($0)) } ?? "?"
+        return "\(name) (\(size) bytes, modified \(age) ago)"
+    }
+}
+
 /// Download tasks against nginx: the body streams to a temporary file that is handed over and
 /// then deleted. Serialized: the tests look at which download files exist.
 @Suite("Download tasks", .serialized)
@@ -147,7 +168,8 @@ struct DownloadTests {
         #expect(task.countOfBytesReceived == Int64(fixture.count))
         #expect((task.response as? HTTPURLResponse)?.statusCode == 200)
         #expect(task.state == .completed)
-        #expect(downloadFilesPresent().isSubset(of: before), "no download file is left behind")
+        let left = await downloadFilesLeft(besides: before)
+        #expect(left.isEmpty, "no download file is left behind: \(left)")
     }
 
     @Test("a completion handler gets the file, which is gone after it returns; the delegate's download callbacks are skipped", .exclusiveDownloadFiles)
@@ -210,7 +232,8 @@ struct DownloadTests {
         #expect(urlErrorCode(record.error) == .cancelled)
         #expect(!record.events.contains("finish"))
         #expect(task.countOfBytesReceived < 8 * 1024 * 1024)
-        #expect(downloadFilesPresent().isSubset(of: before), "the partial file is deleted")
+        let left = await downloadFilesLeft(besides: before)
+        #expect(left.isEmpty, "the partial file is deleted: \(left)")
     }
 
     @Test("cancelling the Swift task cancels download(for:)", .exclusiveDownloadFiles)
@@ -227,7 +250,8 @@ struct DownloadTests {
         let result = await load.result
         #expect(throws: URLError.self) { try result.get() }
         #expect(urlErrorCode(result.error) == .cancelled)
-        #expect(downloadFilesPresent().isSubset(of: before))
+        let left = await downloadFilesLeft(besides: before)
+        #expect(left.isEmpty, "no download file is left behind: \(left)")
     }
 
     @Test("a file that cannot be written fails the task with .cannotWriteToFile and is deleted (mid-body, or when the last bytes are written at the end)", .exclusiveDownloadFiles, arguments: ["/files/1m.bin", "/files/hello.txt"], Disk.allCases)
@@ -295,7 +319,8 @@ struct DownloadTests {
             task.resume()
         }
         #expect(urlErrorCode(error) == .cancelled)
-        #expect(downloadFilesPresent().isSubset(of: before), "the file made during the start is deleted")
+        let left = await downloadFilesLeft(besides: before)
+        #expect(left.isEmpty, "the file made during the start is deleted: \(left)")
         // Other tests open sockets meanwhile, so the check names the download file's descriptor
         // rather than counting them all.
         #expect(openDownloadFileDescriptors().isEmpty, "the file's descriptor is closed")
@@ -330,7 +355,8 @@ struct DownloadTests {
         }
         #expect(error?.code == .networkConnectionLost)
         #expect(server.connectionCount == 1, "the stream was not sent again")
-        #expect(downloadFilesPresent().isSubset(of: before))
+        let left = await downloadFilesLeft(besides: before)
+        #expect(left.isEmpty, "no download file is left behind: \(left)")
     }
 
     @Test("tasks released as soon as they complete: nothing left on the loop touches them", .exclusiveDownloadFiles, arguments: ["download", "data"])

@@ -123,8 +123,8 @@ extension ResumeDataTests {
         #expect(!error.userInfo.keys.contains(URLSessionDownloadTaskResumeData))
         #expect(server.requests.first?.method == (kind == .post ? "POST" : "GET"))
         #expect(partialFilesPresent() == partials, "no partial file without resume data")
-        let cleaned = await pollUntil(timeout: .seconds(2)) { downloadFilesPresent().isSubset(of: downloads) }
-        #expect(cleaned, "the download file is deleted: \(downloadFilesPresent().symmetricDifference(downloads))")
+        let left = await downloadFilesLeft(besides: downloads)
+        #expect(left.isEmpty, "the download file is deleted: \(left)")
     }
 
     @Test("cancelled before the response head: the handler gets nil, before didCompleteWithError", .exclusiveDownloadFiles)
@@ -423,7 +423,7 @@ extension ResumeDataTests {
         #expect(plainError.userInfo[CourierPartialDownloadFileKey] == nil)
         // The resume data's partial file (with a validator) is not used here.
         removePartialFiles(except: partials)
-        let cleaned = await pollUntil(timeout: .seconds(2)) { downloadFilesPresent().isSubset(of: downloads) }
-        #expect(cleaned, "no download file left by either session")
+        let left = await downloadFilesLeft(besides: downloads)
+        #expect(left.isEmpty, "no download file left by either session: \(left)")
     }
 }

@@ -486,13 +486,15 @@ struct ResumeDataTests {
         #expect(contents?.count == Self.offset, "the partial file holds the bytes written")
         let intact = contents.map { Array($0) } == Array(server.body[..<Self.offset])
         #expect(intact, "the partial file holds the body's first bytes")
-        #expect(downloadFilesPresent().isSubset(of: downloads), "no CourierDownload_ file is left once the task ended")
+        let left = await downloadFilesLeft(besides: downloads)
+        #expect(left.isEmpty, "no CourierDownload_ file is left once the task ended: \(left)")
 
         let record = try await fixture.resumeDownload(data)
         expectResumed(record, at: Int64(Self.offset), length: server.body.count, sha256: server.sha256)
         let consumed = await pollUntil(timeout: .seconds(2)) { partialFilesPresent() == partials }
         #expect(consumed, "the partial file is deleted after a successful resume")
-        #expect(downloadFilesPresent().isSubset(of: downloads))
+        let leftAfterResume = await downloadFilesLeft(besides: downloads)
+        #expect(leftAfterResume.isEmpty, "\(leftAfterResume)")
     }
 
     @Test("a plain cancel() gives no resume data and leaves no file", .exclusiveDownloadFiles)
@@ -515,7 +517,8 @@ struct ResumeDataTests {
         #expect(error.downloadTaskResumeData == nil)
         #expect(!error.userInfo.keys.contains(URLSessionDownloadTaskResumeData))
         #expect(partialFilesPresent() == partials, "no partial file is kept")
-        #expect(downloadFilesPresent().isSubset(of: downloads), "the download file is deleted")
+        let left = await downloadFilesLeft(besides: downloads)
+        #expect(left.isEmpty, "the download file is deleted: \(left)")
     }
 
     @Test("a partial file gone before the resume: a plain GET from the start, didResumeAtOffset(0), still the whole file", .exclusiveDownloadFiles)
