@@ -123,8 +123,9 @@ final class FileSink: AsyncDelivering {
     var backlogLimits: BacklogLimits { Self.limits }
 
     func begin(_ response: URLResponse, driver: TaskDriver) -> URLError? {
-        // A task that ended before its response was handled (a cancel from another thread)
-        // was delivered without a file: none is made for it.
+        // A task whose completion was delivered already went without a file: none is made,
+        // since nothing would remove it. (Every ending known to reach here comes after this on
+        // the same thread or waits for it; this keeps a new one from leaving a file.)
         let ended = state.withLock { state -> Bool in
             if !state.completed { state.beginning = true }
             return state.completed

@@ -326,6 +326,56 @@ struct DownloadTests {
         #expect(openDownloadFileDescriptors().isEmpty, "the file's descriptor is closed")
     }
 
+    @Test("cancels from another thread around the response's arrival leave no file and no descriptor behind", .exclusiveDownloadFiles)
+    func cancelAroundTheResponse() async throws {
+        let before = downloadFilesPresent()
+        let session = URLSession(configuration: .uncached)
+        defer { session.finishTasksAndInvalidate() }
+        let url = nginx.url("/files/hello.txt")
+        // Each cancel comes from this thread after a delay that spreads over the time a response
+        // takes here, so that they land before the request is sent, while the response is on
+        // its way or handed to the task, and after the end; none leaves a file.
+        let outcomes = await onOwnThread { () -> (cancelled: Int, finished: Int, other: [String]) in
+            var counts = (cancelled: 0, finished: 0, other: [String]())
+            // The delays spread over twice what a download on a warm connection takes here (a
+            // sanitizer's build is several times slower than a plain one); they are spun, since
+            // a sleep of any length can outlast the whole download.
+            var took = Duration.zero
+            for _ in 0..<2 {
+                let timed = DispatchSemaphore(value: 0)
+                let started = ContinuousClock.now
+                session.downloadTask(with: url) { _, _, _ in timed.signal() }.resume()
+                timed.wait()
+                took = ContinuousClock.now - started
+            }
+            let spread = max(Int(took / .nanoseconds(1)) * 2, 20_000)
+            for round in 0..<400 {
+                let done = DispatchSemaphore(value: 0)
+                let ending = Mutex<String?>(nil)
+                let task = session.downloadTask(with: url) { _, _, error in
+                    ending.withLock { $0 = error.map { "\(($0 as? URLError)?.code.rawValue ?? 0): \($0)" } ?? "finished" }
+                    done.signal()
+                }
+                task.resume()
+                let until = ContinuousClock.now + .nanoseconds((round * 7_919_011) % spread)
+                while ContinuousClock.now < until {}
+                task.cancel()
+                done.wait()
+                switch ending.withLock({ $0 }) {
+                case "finished": counts.finished += 1
+                case let described? where described.hasPrefix("\(URLError.Code.cancelled.rawValue):"): counts.cancelled += 1
+                case let described: counts.other.append(described ?? "no ending")
+                }
+            }
+            return counts
+        }
+        #expect(outcomes.other.isEmpty, "each task was cancelled or finished: \(outcomes.other)")
+        #expect(outcomes.cancelled > 0 && outcomes.finished > 0, "the cancels landed before and after the end: \(outcomes)")
+        let left = await downloadFilesLeft(besides: before)
+        #expect(left.isEmpty, "no download file is left behind: \(left)")
+        #expect(openDownloadFileDescriptors().isEmpty, "no download file's descriptor is open")
+    }
+
     @Test("an HTTP/2 stream refused after part of its body fails instead of being sent again", .exclusiveDownloadFiles)
     func refusedAfterPartialBody() async throws {
         let body = [UInt8](repeating: 0x61, count: 5000)
