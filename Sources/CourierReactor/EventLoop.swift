@@ -72,6 +72,9 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         /// wake it. While it is awake it looks at the queue before it sleeps again, so a job
         /// queued then needs no wake-up.
         var parked = false
+        /// How many of `jobs` run a Swift task (``enqueue(_:)``): while any waits, no thread
+        /// borrows the loop, since the job before its own would run a task there.
+        var taskJobs = 0
     }
 
     private struct Registration {
@@ -105,6 +108,8 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     /// The other of `Incoming.jobs`' two arrays: taking the jobs swaps it in, empty and with
     /// its capacity, so appending from other threads allocates only to grow.
     @exclusivity(unchecked) private var takenJobs: [SentJob] = []
+    /// How many jobs in `localJobs` run a Swift task; the loop is not borrowed while any does.
+    @exclusivity(unchecked) private var localTaskJobs = 0
     /// Registrations by slot: a token is its slot's index (low 32 bits) and the slot's
     /// generation (high 32 bits, never 0, so no token is the wake-up's). A freed slot's
     /// generation moves on, so an event collected for a registration since removed finds no
@@ -195,10 +200,32 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
             localJobs.append(QueuedJob(run: job))
             return
         }
+        send(job, runsTask: false)
+    }
+
+    /// Runs a Swift task's job on the loop's thread, soon (``enqueue(_:)``); callable from any
+    /// thread. Counted until it runs: while one waits, no other thread borrows the loop
+    /// (``borrow(_:)``), so the task never runs in the middle of a borrowing caller's code.
+    func executeTask(_ job: UnownedJob) {
+        let run: Job = { [self] in
+            localTaskJobs -= 1
+            job.runSynchronously(on: asUnownedTaskExecutor())
+        }
+        if inEventLoop {
+            localTaskJobs += 1
+            localJobs.append(QueuedJob(run: run))
+            return
+        }
+        send(run, runsTask: true)
+    }
+
+    /// Queues a job from another thread, and wakes the loop when it sleeps.
+    private func send(_ job: @escaping Job, runsTask: Bool) {
         let needsWake = incoming.withLock { state -> Bool in
             // After shutdown the loop runs nothing more; the job is dropped.
             guard !state.stopping else { return false }
             state.jobs.append(SentJob(run: job))
+            if runsTask { state.taskJobs += 1 }
             if state.wakePending || !state.parked { return false }
             state.wakePending = true
             return true
@@ -268,9 +295,11 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     func borrow(_ run: () -> Void) -> Bool {
         let current = UInt(pthread_self())
         let outcome = turn.withLockIfAvailable { stopped -> (ran: Bool, wake: Bool) in
-            guard !stopped else { return (false, false) }
+            // A queued Swift task runs on the loop's thread, not in its caller's place here:
+            // with one waiting, `run` waits behind it, queued.
+            guard !stopped, localTaskJobs == 0 else { return (false, false) }
             let taken = incoming.withLock { state -> Bool in
-                guard !state.stopping else { return false }
+                guard !state.stopping, state.taskJobs == 0 else { return false }
                 swap(&state.jobs, &takenJobs)
                 return true
             }
@@ -464,6 +493,8 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     private func takeIncomingJobs() -> Bool {
         let stopping = incoming.withLock { state -> Bool in
             swap(&state.jobs, &takenJobs)
+            localTaskJobs += state.taskJobs
+            state.taskJobs = 0
             state.wakePending = false
             state.parked = false
             return state.stopping

@@ -246,4 +246,39 @@ private final class TurnEndRecorder: TurnEndHandler, @unchecked Sendable {
         #expect(order == ["at once", "after the call"])
         #expect(seen.all.first == "borrowed")
     }
+
+    /// A Swift task that prefers the loop runs on the loop's own thread, never on a thread
+    /// that borrowed the loop: that thread is in the middle of its own caller's code (which
+    /// may hold a lock the task's code takes), and the executor promises the loop's thread.
+    @Test func swiftTasksOnTheLoopNeverRunOnABorrowingThread() async throws {
+        let loop = try EventLoop(name: "test-borrow-tasks")
+        defer { loop.shutdown() }
+        // Two threads borrow the loop whenever it waits for events, as the submissions of
+        // tasks on the global pool do.
+        let stop = Flag()
+        let stopped = DispatchGroup()
+        for index in 0..<2 {
+            stopped.enter()
+            DispatchQueue(label: "borrower-\(index)").async {
+                while !stop.isSet {
+                    loop.runBorrowing {}
+                    usleep(10)
+                }
+                stopped.leave()
+            }
+        }
+        var misplaced = 0
+        for _ in 0..<400 {
+            // The task's first job, and the one after it yields (queued from the loop).
+            let borrowed = await Task(executorPreference: loop) { () -> [Bool] in
+                let first = loop.isBorrowedByCurrentThread || !loop.inEventLoop
+                await Task.yield()
+                return [first, loop.isBorrowedByCurrentThread || !loop.inEventLoop]
+            }.value
+            misplaced += borrowed.filter { $0 }.count
+        }
+        stop.set()
+        stopped.wait()
+        #expect(misplaced == 0, "\(misplaced) of 800 jobs of tasks on the loop ran elsewhere than on the loop's thread")
+    }
 }

@@ -329,17 +329,25 @@ struct DownloadTests {
     @Test("cancels from another thread around the response's arrival leave no file and no descriptor behind", .exclusiveDownloadFiles)
     func cancelAroundTheResponse() async throws {
         let before = downloadFilesPresent()
+        // Each response comes 2 ms after its request, so that a cancel can land before it.
+        let body = deterministicBytes(count: 4096, seed: 41)
+        let server = try ScriptedServer { connection in
+            while connection.readRequest(timeout: 10) != nil {
+                usleep(2000)
+                connection.respond(body: body)
+            }
+        }
+        defer { server.stop() }
         let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
-        let url = nginx.url("/files/hello.txt")
-        // Each cancel comes from this thread after a delay that spreads over the time a response
-        // takes here, so that they land before the request is sent, while the response is on
-        // its way or handed to the task, and after the end; none leaves a file.
+        let url = server.url("/file")
+        // Each cancel comes from this thread after a delay spread over twice what a whole
+        // download takes here, so that they land before the response, while it is handed to
+        // the task, and after the end; none leaves a file.
         let outcomes = await onOwnThread { () -> (cancelled: Int, finished: Int, other: [String]) in
             var counts = (cancelled: 0, finished: 0, other: [String]())
-            // The delays spread over twice what a download on a warm connection takes here (a
-            // sanitizer's build is several times slower than a plain one); they are spun, since
-            // a sleep of any length can outlast the whole download.
+            // Timed on a warm connection (a sanitizer's build is several times slower than a
+            // plain one); the delays are spun, since a sleep can outlast the download.
             var took = Duration.zero
             for _ in 0..<2 {
                 let timed = DispatchSemaphore(value: 0)
@@ -349,11 +357,12 @@ struct DownloadTests {
                 took = ContinuousClock.now - started
             }
             let spread = max(Int(took / .nanoseconds(1)) * 2, 20_000)
-            for round in 0..<400 {
+            for round in 0..<300 {
                 let done = DispatchSemaphore(value: 0)
                 let ending = Mutex<String?>(nil)
-                let task = session.downloadTask(with: url) { _, _, error in
-                    ending.withLock { $0 = error.map { "\(($0 as? URLError)?.code.rawValue ?? 0): \($0)" } ?? "finished" }
+                let task = session.downloadTask(with: url) { location, _, error in
+                    let whole = location.flatMap { FileManager.default.contents(atPath: $0.path) }.map { Array($0) == body } ?? false
+                    ending.withLock { $0 = error.map { "\(($0 as? URLError)?.code.rawValue ?? 0): \($0)" } ?? (whole ? "finished" : "finished, not whole") }
                     done.signal()
                 }
                 task.resume()
@@ -369,7 +378,7 @@ struct DownloadTests {
             }
             return counts
         }
-        #expect(outcomes.other.isEmpty, "each task was cancelled or finished: \(outcomes.other)")
+        #expect(outcomes.other.isEmpty, "each task was cancelled or finished whole: \(outcomes.other)")
         #expect(outcomes.cancelled > 0 && outcomes.finished > 0, "the cancels landed before and after the end: \(outcomes)")
         let left = await downloadFilesLeft(besides: before)
         #expect(left.isEmpty, "no download file is left behind: \(left)")
