@@ -5,7 +5,8 @@
 /// enqueued on the loop runs after the current turn's events. Jobs run on the loop's own
 /// thread: while one waits, no thread borrows the loop (``EventLoop/runBorrowing(_:)``). A
 /// task must never block on its loop (a semaphore, a synchronous read of a stream the loop
-/// feeds): the loop is what would have to wake it. After ``EventLoop/shutdown()`` jobs are dropped, as other work is.
+/// feeds): the loop is what would have to wake it. After ``EventLoop/shutdown()`` jobs are
+/// dropped, as other work is.
 extension EventLoop: TaskExecutor {
     public func enqueue(_ job: consuming ExecutorJob) {
         executeTask(UnownedJob(job))

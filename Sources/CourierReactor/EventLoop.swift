@@ -73,7 +73,7 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         /// queued then needs no wake-up.
         var parked = false
         /// How many of `jobs` run a Swift task (``enqueue(_:)``): while any waits, no thread
-        /// borrows the loop, since the job before its own would run a task there.
+        /// borrows the loop, since a borrower runs the queued jobs before its own.
         var taskJobs = 0
     }
 
