@@ -124,8 +124,10 @@ final class FileSink: AsyncDelivering {
 
     func begin(_ response: URLResponse, driver: TaskDriver) -> URLError? {
         // A task whose completion was delivered already went without a file: none is made,
-        // since nothing would remove it. (Every ending known to reach here comes after this on
-        // the same thread or waits for it; this keeps a new one from leaving a file.)
+        // since nothing would remove it, and a resumed download's partial file stays as its
+        // resume data left it. (Every ending known to reach here comes after this on the same
+        // thread, or waits for it below; this keeps a new one from leaving a file.) From here
+        // on, a completion that comes while the file is made waits for it.
         let ended = state.withLock { state -> Bool in
             if !state.completed { state.beginning = true }
             return state.completed
@@ -135,20 +137,18 @@ final class FileSink: AsyncDelivering {
         let made = makeFile(placement, response: response, driver: driver)
         // A cancel that raced with the making completed the task meanwhile: the file goes
         // before anyone hears of the completion.
-        let (kept, deferred) = state.withLock { state -> (Bool, (@Sendable () -> Void)?) in
+        let deferred = state.withLock { state -> (@Sendable () -> Void)? in
             state.beginning = false
-            var kept = false
             if !state.completed, case .success(let file) = made {
                 state.file = file
                 state.offset = placement?.offset ?? 0
                 state.bytesWritten = state.offset
-                kept = true
             }
             defer { state.deferredCompletion = nil }
-            return (kept, state.deferredCompletion)
+            return state.deferredCompletion
         }
-        if !kept, case .success(let file) = made { file.remove() }
         if let deferred {
+            if case .success(let file) = made { file.remove() }
             deferred()
             return nil
         }

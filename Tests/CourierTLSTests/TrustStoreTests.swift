@@ -16,6 +16,11 @@ struct TrustStoreTests {
         try TLSCertificate.pemCertificates(TestTLS.pki.bytes(name))
     }
 
+    /// Verifies `chain` for `host` against `roots` alone, now.
+    static func verify(_ chain: [TLSCertificate], host: String? = "localhost", roots: TrustStore) throws(CertificateFailure) {
+        try TrustEvaluation.evaluate(chain: chain, host: host, roots: roots, anchors: nil, anchorsOnly: false, time: TestTLS.now).get()
+    }
+
     @Test("the system bundle plus the test CA: nothing parsed until a chain is verified, then only the issuer")
     func parsesOnDemand() throws {
         let pem = try TestTLS.pki.bytes("trusted-bundle.pem")
@@ -27,12 +32,12 @@ struct TrustStoreTests {
         let server = try Self.certificates("server.pem")
         for _ in 0..<2 {
             #expect(throws: Never.self) {
-                try TrustEvaluation.evaluate(chain: server, host: "localhost", roots: roots, anchors: nil, anchorsOnly: false, time: TestTLS.now).get()
+                try Self.verify(server, roots: roots)
             }
             #expect(roots.parsedCount == 1)
         }
         #expect(throws: CertificateFailure.unknownRoot) {
-            try TrustEvaluation.evaluate(chain: Self.certificates("stranger.pem"), host: nil, roots: roots, anchors: nil, anchorsOnly: false, time: TestTLS.now).get()
+            try Self.verify(Self.certificates("stranger.pem"), host: nil, roots: roots)
         }
         #expect(roots.parsedCount == 1)
         let all = roots.certificates
@@ -57,13 +62,13 @@ struct TrustStoreTests {
             let roots = try TrustStore(pemBundle: Self.bundle(order))
             #expect(roots.count == 2)
             #expect(throws: Never.self) {
-                try TrustEvaluation.evaluate(chain: server, host: "localhost", roots: roots, anchors: nil, anchorsOnly: false, time: TestTLS.now).get()
+                try Self.verify(server, roots: roots)
             }
             #expect(roots.parsedCount == 2)
         }
         let impostor = try TrustStore(pemBundle: Self.bundle(["samenameca.pem"]))
         #expect(throws: CertificateFailure.unknownRoot) {
-            try TrustEvaluation.evaluate(chain: server, host: "localhost", roots: impostor, anchors: nil, anchorsOnly: false, time: TestTLS.now).get()
+            try Self.verify(server, roots: impostor)
         }
     }
 
@@ -75,7 +80,7 @@ struct TrustStoreTests {
         let roots = try TrustStore(pemBundle: pem)
         #expect(roots.count == 1)
         #expect(throws: Never.self) {
-            try TrustEvaluation.evaluate(chain: Self.certificates("server.pem"), host: "localhost", roots: roots, anchors: nil, anchorsOnly: false, time: TestTLS.now).get()
+            try Self.verify(Self.certificates("server.pem"), roots: roots)
         }
         #expect(throws: TLSError.self) { try TrustStore(pemBundle: Self.bundle(["server.key"]) + broken) }
         #expect(throws: TLSError.self) { try TrustStore(pemBundle: []) }
@@ -107,11 +112,10 @@ struct TrustStoreTests {
     func concurrent() async throws {
         let roots = try TrustStore(pemBundle: TestTLS.pki.bytes("trusted-bundle.pem"))
         let server = try Self.certificates("server.pem")
-        let now = TestTLS.now
         let results = await withTaskGroup(of: Bool.self) { group in
             for _ in 0..<8 {
                 group.addTask {
-                    (try? TrustEvaluation.evaluate(chain: server, host: "localhost", roots: roots, anchors: nil, anchorsOnly: false, time: now).get()) != nil
+                    (try? Self.verify(server, roots: roots)) != nil
                 }
             }
             return await group.reduce(into: [Bool]()) { $0.append($1) }
@@ -125,20 +129,17 @@ struct TrustStoreTests {
         let pki = try TestTLS.pki
         let directory = try pki.hashedDirectory(["ca.pem"])
         let server = try Self.certificates("server.pem")
-        let verify = { (roots: TrustStore) in
-            try TrustEvaluation.evaluate(chain: server, host: "localhost", roots: roots, anchors: nil, anchorsOnly: false, time: TestTLS.now).get()
-        }
         let bundleOnly = try TrustStore(pemBundle: Self.bundle(["otherca.pem"]))
-        #expect(throws: CertificateFailure.unknownRoot) { try verify(bundleOnly) }
+        #expect(throws: CertificateFailure.unknownRoot) { try Self.verify(server, roots: bundleOnly) }
         let withDirectory = try TrustStore(pemBundle: Self.bundle(["otherca.pem"]))
         try withDirectory.addHashedDirectories("/nonexistent/courier:" + directory.path)
-        #expect(throws: Never.self) { try verify(withDirectory) }
+        #expect(throws: Never.self) { try Self.verify(server, roots: withDirectory) }
         let directoryOnly = try TrustStore(certificates: [])
         try directoryOnly.addHashedDirectories(directory.path)
-        #expect(throws: Never.self) { try verify(directoryOnly) }
+        #expect(throws: Never.self) { try Self.verify(server, roots: directoryOnly) }
         let elsewhere = try TrustStore(certificates: [])
         try elsewhere.addHashedDirectories(pki.hashedDirectory(["otherca.pem"]).path)
-        #expect(throws: CertificateFailure.unknownRoot) { try verify(elsewhere) }
+        #expect(throws: CertificateFailure.unknownRoot) { try Self.verify(server, roots: elsewhere) }
     }
 
     @Test("the variables that choose roots are read from the environment (this process is not setuid)")

@@ -6,7 +6,8 @@ import _CourierTestSupport
 /// With `environment`, the child gets the parent's environment less every `*_proxy`/`*_PROXY`
 /// variable, plus these (the test process never changes its own: tests run in parallel in it).
 /// Either way its `TMPDIR` is ``TestRun/childTemporaryDirectory`` unless `environment` names one.
-/// `input` is the child's standard input (empty when nil).
+/// `input` is the child's standard input (empty when nil). `program` is an executable built
+/// next to the test bundle, or an absolute path.
 /// The child runs and is waited for on a thread of its own (``onOwnThread(_:)``).
 func runCourier(_ arguments: [String], environment: [String: String]? = nil, directory workingDirectory: URL? = nil, input: Data? = nil, program: String = "courier") async throws -> (status: Int32, stdout: String, stderr: String)? {
     try await onOwnThread {
@@ -16,7 +17,7 @@ func runCourier(_ arguments: [String], environment: [String: String]? = nil, dir
 
 private func runCourierBlocking(_ arguments: [String], environment: [String: String]?, directory workingDirectory: URL?, input: Data?, program: String) throws -> (status: Int32, stdout: String, stderr: String)? {
     let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    let executable = directory.appendingPathComponent(program)
+    let executable = program.hasPrefix("/") ? URL(fileURLWithPath: program) : directory.appendingPathComponent(program)
     guard FileManager.default.isExecutableFile(atPath: executable.path) else { return nil }
     let process = Process()
     process.executableURL = executable

@@ -89,10 +89,11 @@ func openDownloadFileDescriptors() -> [String] {
     }
 }
 
-/// The `CourierDownload_` files in the temporary directory. A test checks that none of its own is
-/// left with `isSubset(of:)` the set it took at its start, not equality: the file of a download
-/// that ended in another test just before may still be on its way out when that set is taken,
-/// and go during the test (a whole-suite run failed once on `==` that way).
+/// The `CourierDownload_` files in the temporary directory. A test takes this set at its start
+/// and checks at its end with ``downloadFilesLeft(besides:patience:)``, which looks only for
+/// files outside it: the file of a download that ended in another test just before may still
+/// be on its way out when the set is taken, and go during the test (a whole-suite run failed
+/// once on comparing the sets for equality that way).
 func downloadFilesPresent() -> Set<String> {
     let names = (try? FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path)) ?? []
     return Set(names.filter { $0.hasPrefix("CourierDownload_") })
@@ -117,6 +118,13 @@ func downloadFilesLeft(besides before: Set<String>, patience: Duration = .second
         let age = (attributes?[.modificationDate] as? Date).map { String(format: "%.1f s", Date().timeIntervalSince($0)) } ?? "?"
         return "\(name) (\(size) bytes, modified \(age) ago)"
     }
+}
+
+/// How a download task with a completion handler ended: with its file (whole or not), or with
+/// an error.
+enum DownloadEnding: Sendable {
+    case finished(whole: Bool)
+    case failed(URLError.Code?, String)
 }
 
 /// Download tasks against nginx: the body streams to a temporary file that is handed over and
@@ -359,10 +367,10 @@ struct DownloadTests {
             let spread = max(Int(took / .nanoseconds(1)) * 2, 20_000)
             for round in 0..<300 {
                 let done = DispatchSemaphore(value: 0)
-                let ending = Mutex<String?>(nil)
+                let ending = Mutex<DownloadEnding?>(nil)
                 let task = session.downloadTask(with: url) { location, _, error in
                     let whole = location.flatMap { FileManager.default.contents(atPath: $0.path) }.map { Array($0) == body } ?? false
-                    ending.withLock { $0 = error.map { "\(($0 as? URLError)?.code.rawValue ?? 0): \($0)" } ?? (whole ? "finished" : "finished, not whole") }
+                    ending.withLock { $0 = error.map { .failed(($0 as? URLError)?.code, "\($0)") } ?? .finished(whole: whole) }
                     done.signal()
                 }
                 task.resume()
@@ -371,9 +379,9 @@ struct DownloadTests {
                 task.cancel()
                 done.wait()
                 switch ending.withLock({ $0 }) {
-                case "finished": counts.finished += 1
-                case let described? where described.hasPrefix("\(URLError.Code.cancelled.rawValue):"): counts.cancelled += 1
-                case let described: counts.other.append(described ?? "no ending")
+                case .finished(whole: true)?: counts.finished += 1
+                case .failed(.cancelled?, _)?: counts.cancelled += 1
+                case let other: counts.other.append(String(describing: other))
                 }
             }
             return counts

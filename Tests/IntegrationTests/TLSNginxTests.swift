@@ -90,25 +90,12 @@ struct TLSNginxTests {
         try #require(chown(program.path, 0, 65534) == 0, "chown: \(String(cString: strerror(errno)))")
         let url = nginx.tlsURL("good", "/files/hello.txt").absoluteString
         // The test CA is trusted only through the two variables.
-        let run = { @Sendable (mode: Int, extra: [String]) throws -> (status: Int32, stderr: String) in
+        let environment = ["SSL_CERT_FILE": pki.path("otherca.pem"), "SSL_CERT_DIR": directory.path, "HOME": home.path, "TMPDIR": home.path]
+        var runs: [(status: Int32, stdout: String, stderr: String)] = []
+        for (mode, extra) in [(0o755, [String]()), (0o2755, []), (0o2755, ["-k"])] {
             try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: program.path)
-            let process = Process()
-            process.executableURL = program
-            process.arguments = ["-s", "-o", "/dev/null"] + extra + [url]
-            // The test process's environment (a sanitizer's options with it), without proxies.
-            var environment = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
-            environment.merge(["SSL_CERT_FILE": pki.path("otherca.pem"), "SSL_CERT_DIR": directory.path,
-                               "HOME": home.path, "TMPDIR": home.path]) { _, given in given }
-            process.environment = environment
-            let errors = Pipe()
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = errors
-            try process.run()
-            let message = errors.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: message.prefix(2000), as: UTF8.self))
+            runs.append(try #require(try await runCourier(["-s", "-o", "/dev/null"] + extra + [url], environment: environment, program: program.path)))
         }
-        let runs = try await onOwnThread { try [run(0o755, []), run(0o2755, []), run(0o2755, ["-k"])] }
         #expect(runs[0].status == 0, "an ordinary program reads the variables: \(runs[0].stderr)")
         #expect(runs[1].status == 60, "a setgid one does not, and the test CA is not in the system's roots: \(runs[1].stderr)")
         #expect(runs[2].status == 0, "the setgid program itself works: \(runs[2].stderr)")
