@@ -316,9 +316,10 @@ public final class TLSEngine {
         }
     }
 
-    /// True when anything received waits inside the engine: decrypted bytes, or records fed
-    /// but not yet read (SSL_pending counts only the record being read).
-    public var hasBufferedInput: Bool { SSL_pending(ssl) > 0 || courier_BIO_pending(readBIO) > 0 }
+    /// True when anything received waits inside the engine: decrypted bytes or records
+    /// taken into OpenSSL's buffers (SSL_has_pending), or bytes fed but not yet taken. False
+    /// means a read can only answer that it needs more input.
+    public var hasBufferedInput: Bool { SSL_has_pending(ssl) == 1 || courier_BIO_pending(readBIO) > 0 }
 
     /// Queues close_notify.
     public func close() {

@@ -309,6 +309,12 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
                     outcome = engine.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
                     guard case .bytes(let count) = outcome else { break }
                     filled += count
+                    // With nothing left inside the engine, another SSL_read would only say it
+                    // needs more input, at the cost of the call.
+                    if !engine.hasBufferedInput {
+                        outcome = .needsMoreInput
+                        break
+                    }
                 } while filled < buffer.count
             }
             if filled > 0 {
