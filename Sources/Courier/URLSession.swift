@@ -131,6 +131,11 @@ open class URLSession: NSObject, @unchecked Sendable {
         if let connectTimeout = frozen.courierConnectTimeout {
             transportConfiguration.connectTimeout = RequestBuilder.duration(connectTimeout)
         }
+        if let window = frozen.courierHTTP2StreamWindowSize {
+            let size = Int32(clamping: max(1, window))
+            transportConfiguration.http2.initialStreamWindowSize = size
+            transportConfiguration.http2.maximumStreamWindowSize = max(size, transportConfiguration.http2.maximumStreamWindowSize)
+        }
         let security = SessionSecurity()
         transportConfiguration.securityDelegate = security
         self.loader = HTTPTransport(configuration: transportConfiguration)

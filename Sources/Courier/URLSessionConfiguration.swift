@@ -82,6 +82,12 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     /// Courier extension: seconds allowed for making a connection (name resolution, TCP, a
     /// proxy's tunnel and TLS). Nil by default: `timeoutIntervalForRequest` bounds it.
     @exclusivity(unchecked) open var courierConnectTimeout: TimeInterval?
+    /// Courier extension: the receive window, in bytes, each HTTP/2 stream starts with: what a
+    /// stream whose reader pauses may hold in memory, and what it may receive in a round trip.
+    /// Nil by default: 1 MiB. A window doubles while its stream's reader takes more than the
+    /// round trip lets through, up to 8 MiB, or up to this start when it is larger (at most
+    /// 2^31 − 1): a larger start spends memory to save a long round trip's first turns.
+    @exclusivity(unchecked) open var courierHTTP2StreamWindowSize: Int?
     /// Courier extension: a download task that fails after writing part of the body (a lost
     /// connection, a timeout, a cancel, a full disk) keeps its file and names it in the error,
     /// under ``CourierPartialDownloadFileKey`` (``URLError/courierPartialDownloadFile``),
@@ -210,6 +216,7 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
         copy.courierOmittedDefaultFields = courierOmittedDefaultFields
         copy.courierHTTP1Only = courierHTTP1Only
         copy.courierConnectTimeout = courierConnectTimeout
+        copy.courierHTTP2StreamWindowSize = courierHTTP2StreamWindowSize
         copy.courierKeepsPartialDownloads = courierKeepsPartialDownloads
         copy.urlCredentialStorage = urlCredentialStorage
         copy.connectionProxyDictionary = connectionProxyDictionary

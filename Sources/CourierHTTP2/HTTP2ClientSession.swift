@@ -259,6 +259,12 @@ public final class HTTP2ClientSession {
         _ = nghttp2_session_consume(session, streamID, count)
     }
 
+    /// Sets a stream's receive window to `size` bytes; a larger one is announced at once
+    /// (WINDOW_UPDATE with the difference).
+    public func setStreamWindow(_ streamID: Int32, to size: Int) {
+        _ = nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, Int32(clamping: size))
+    }
+
     /// Resets a stream with CANCEL; the delegate hears of its close as `.cancelled`.
     public func cancelStream(_ streamID: Int32) {
         guard let state = streams[streamID] else { return }
@@ -407,7 +413,10 @@ public final class HTTP2ClientSession {
         case Int(NGHTTP2_RST_STREAM.rawValue):
             if let state = streams[streamID] { state.peerResetCode = courier_nghttp2_rst_stream_error_code(frame) }
         case Int(NGHTTP2_SETTINGS.rawValue):
-            guard flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 else { return }
+            guard flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 else {
+                delegate?.http2DidReceiveSettingsAcknowledgement()
+                return
+            }
             let limit = courier_nghttp2_settings_value(frame, Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue))
             if limit >= 0 {
                 remoteMaxConcurrentStreams = Int(min(limit, Int64(Int32.max)))

@@ -2,9 +2,14 @@ import CourierCore
 
 /// Settings and limits of a client HTTP/2 session.
 public struct HTTP2Configuration: Sendable {
-    /// SETTINGS_INITIAL_WINDOW_SIZE: how much each stream may send before we consume.
-    /// Large, so one fast stream is not throttled by round trips.
-    public var initialStreamWindowSize: Int32 = 8 * 1024 * 1024
+    /// SETTINGS_INITIAL_WINDOW_SIZE: how much each stream may send before we consume, and so
+    /// what a paused stream can hold. A stream whose reader keeps up grows its window towards
+    /// ``maximumStreamWindowSize`` when the round trip, not the reader, would hold it back
+    /// (`StreamWindow` in CourierTransport).
+    public var initialStreamWindowSize: Int32 = 1024 * 1024
+    /// The largest a stream's window grows: 8 MiB keeps one stream at 80 MB/s over a 100 ms
+    /// round trip.
+    public var maximumStreamWindowSize: Int32 = 8 * 1024 * 1024
     /// The connection-level receive window (shared by all streams).
     public var connectionWindowSize: Int32 = 32 * 1024 * 1024
     /// SETTINGS_MAX_HEADER_LIST_SIZE, and the most header bytes (name + value + 32 per field,
@@ -138,6 +143,8 @@ public protocol HTTP2SessionDelegate: AnyObject {
     func http2DidReceiveGoAway(lastStreamID: Int32, errorCode: UInt32)
     /// A PING we sent was answered.
     func http2DidReceivePingAcknowledgement()
+    /// The server acknowledged our SETTINGS (the first one: the session sends no other).
+    func http2DidReceiveSettingsAcknowledgement()
     /// The session needs body bytes for a stream: copy up to `buffer.count` into it.
     func http2Stream(_ streamID: Int32, readBodyInto buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyChunk
 }

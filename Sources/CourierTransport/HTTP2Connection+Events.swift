@@ -34,6 +34,7 @@ extension HTTP2Connection {
             target?.http2DidReceiveGoAway(lastStreamID: lastStreamID, errorCode: errorCode)
         }
         func http2DidReceivePingAcknowledgement() { target?.http2DidReceivePingAcknowledgement() }
+        func http2DidReceiveSettingsAcknowledgement() { target?.http2DidReceiveSettingsAcknowledgement() }
         func http2Stream(_ streamID: Int32, readBodyInto buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyChunk {
             target?.http2Stream(streamID, readBodyInto: buffer) ?? .notReady
         }

@@ -17,7 +17,7 @@ extension HTTP2Connection {
         /// Adds DATA after what waits.
         ///
         /// Past its first megabyte the stash takes room for the whole stream window (`window`;
-        /// it cannot grow past it) at once. Grown by doubling, the window's 8 MiB had up to
+        /// it cannot grow past it) at once. Grown by doubling, a window of 8 MiB had up to
         /// 16 MiB of storage, two buffers alive while one was copied to the other: the 1 GiB
         /// TLS download to a file peaked at 51 MB of RSS in three runs of six, against 33.
         mutating func append(_ data: UnsafeRawBufferPointer, window: Int) {
@@ -39,7 +39,7 @@ extension HTTP2Connection {
         /// closes, stays within the room reserved for the window.
         mutating func dropDelivered() {
             if waiting == 0 {
-                bytes = []
+                bytes.removeAll(keepingCapacity: true)
             } else {
                 bytes.removeFirst(delivered)
             }
@@ -71,7 +71,7 @@ extension HTTP2Connection {
     /// Hands a resumed stream's stash to the delegate in slices, stopping when it pauses again:
     /// the rest stays stashed, and uncredited, for the next resume.
     ///
-    /// Design note: given the stash (up to the 8 MiB stream window) in one call, a download
+    /// Design note: given the stash (up to the stream's window, then always 8 MiB) in one call, a download
     /// task's writer, paused for its backlog, took it all at once into chunks of its own, and a
     /// 1 GiB TLS download to a file peaked at 51–61 MB of RSS instead of 33.
     private func deliverStash(_ streamID: Int32, _ current: Stream) {
@@ -86,5 +86,7 @@ extension HTTP2Connection {
             session.consume(streamID: streamID, count: slice.count)
         }
         current.stash.dropDelivered()
+        // Handed over at once, the stash tells nothing of how fast the stream runs.
+        current.window.restart()
     }
 }

@@ -81,6 +81,7 @@ extension HTTP2Connection {
             return
         }
         awaitingPing = true
+        pingSentAt = .now
         session.ping()
         flush()
         pingTimer.start(after: Self.idlePingInterval)

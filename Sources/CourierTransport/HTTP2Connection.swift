@@ -33,12 +33,15 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         @exclusivity(unchecked) var lastActivity: MonotonicInstant
         /// The stream ended while its reader was paused: completion waits for the stash.
         @exclusivity(unchecked) var endedWhilePaused = false
+        /// Its receive window, grown while the round trip holds it back.
+        @exclusivity(unchecked) var window: StreamWindow
 
-        init(exchange: HTTPExchange, metrics: ExchangeMetrics, body: BodySource, lastActivity: MonotonicInstant) {
+        init(exchange: HTTPExchange, metrics: ExchangeMetrics, body: BodySource, lastActivity: MonotonicInstant, window: StreamWindow) {
             self.exchange = exchange
             self.metrics = metrics
             self.body = body
             self.lastActivity = lastActivity
+            self.window = window
         }
     }
 
@@ -83,9 +86,17 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     /// The longest a request waits for the flush queued on the pool
     /// (``HTTP2Configuration/queuedFlushDelayLimit``).
     private let queuedFlushDelayLimit: Duration
-    /// The most DATA a stream may have in flight to this side: what a paused stream's stash
-    /// can come to.
-    let streamWindowSize: Int
+    /// A new stream's receive window, and the most it grows to (``StreamWindow``).
+    let streamWindow: StreamWindow
+    /// The shortest round trip seen from a SETTINGS or PING of ours to its acknowledgement, in
+    /// nanoseconds: what a stream's window is measured against. Nil until the first.
+    @exclusivity(unchecked) private(set) var roundTrip: Int64?
+    /// When the SETTINGS went out (with the preface, at the first flush).
+    private let settingsSentAt: MonotonicInstant
+    /// When the unanswered idle PING went out.
+    @exclusivity(unchecked) var pingSentAt: MonotonicInstant?
+    /// Times a stream's window grew, for tests.
+    @exclusivity(unchecked) private(set) var streamWindowGrowths = 0
     // Internal, not private, as are the timers below, `flush()` and `finishStream(_:_:)`, for
     // the extensions in HTTP2Connection+Timers.swift and +Stash.swift; loop only, like all of
     // the connection.
@@ -132,7 +143,11 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         self.owner = pool
         self.connectTimings = timings
         queuedFlushDelayLimit = configuration.queuedFlushDelayLimit
-        streamWindowSize = Int(configuration.initialStreamWindowSize)
+        streamWindow = StreamWindow(
+            size: Int(configuration.initialStreamWindowSize), maximum: Int(configuration.maximumStreamWindowSize)
+        )
+        // The SETTINGS go out with the preface at the flush below.
+        settingsSentAt = .now
         session = try HTTP2ClientSession(configuration: configuration)
         session.delegate = events
         stream.delegate = events
@@ -200,7 +215,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
             return
         }
         if case .none = source { metrics.requestEnd = .now }
-        streams[streamID] = Stream(exchange: exchange, metrics: metrics, body: source, lastActivity: .now)
+        streams[streamID] = Stream(exchange: exchange, metrics: metrics, body: source, lastActivity: .now, window: streamWindow)
         streamsByExchange[ObjectIdentifier(exchange)] = streamID
         if !session.canOpenStream { retireFromPool() }
         armTimeout(request.idleTimeout, deadline: request.deadline)
@@ -390,11 +405,15 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         current.metrics.responseBodyBytesReceived += Int64(bytes.count)
         // Behind the stash while any of it waits, so the delegate gets the bytes in order.
         if current.paused || current.stash.waiting > 0 {
-            current.stash.append(bytes, window: streamWindowSize)
+            current.stash.append(bytes, window: current.window.size)
             return
         }
         current.exchange.delegate.exchange(current.exchange, didReceiveBodyBytes: bytes)
         session.consume(streamID: streamID, count: bytes.count)
+        if let grown = current.window.credit(bytes.count, roundTrip: roundTrip, now: { .now }) {
+            session.setStreamWindow(streamID, to: grown)
+            streamWindowGrowths += 1
+        }
     }
 
     func http2Stream(_ streamID: Int32, didReceiveTrailers trailers: HTTPFields) {
@@ -449,6 +468,18 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
 
     func http2DidReceivePingAcknowledgement() {
         awaitingPing = false
+        if let sent = pingSentAt { noteRoundTrip(since: sent) }
+        pingSentAt = nil
+    }
+
+    func http2DidReceiveSettingsAcknowledgement() {
+        noteRoundTrip(since: settingsSentAt)
+    }
+
+    /// Keeps the shortest round trip: a longer one waited in a queue on the way.
+    private func noteRoundTrip(since sent: MonotonicInstant) {
+        let sample = MonotonicInstant.now.nanoseconds &- sent.nanoseconds
+        roundTrip = min(roundTrip ?? sample, sample)
     }
 
     func http2Stream(_ streamID: Int32, readBodyInto buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyChunk {

@@ -12,6 +12,7 @@ final class ClientRecorder: HTTP2SessionDelegate {
     var maxStreams: [Int] = []
     var goAway: (Int32, UInt32)?
     var pingAcks = 0
+    var settingsAcks = 0
     /// Streams whose DATA is left unconsumed (a paused reader).
     var paused: Set<Int32> = []
     var unconsumed: [Int32: Int] = [:]
@@ -35,6 +36,7 @@ final class ClientRecorder: HTTP2SessionDelegate {
     func http2DidReceiveMaxConcurrentStreams(_ limit: Int) { maxStreams.append(limit) }
     func http2DidReceiveGoAway(lastStreamID: Int32, errorCode: UInt32) { goAway = (lastStreamID, errorCode) }
     func http2DidReceivePingAcknowledgement() { pingAcks += 1 }
+    func http2DidReceiveSettingsAcknowledgement() { settingsAcks += 1 }
     func http2Stream(_ streamID: Int32, readBodyInto buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyChunk {
         guard let body = bodies[streamID] else { return .notReady }
         let offset = bodyOffsets[streamID, default: 0]
@@ -170,6 +172,28 @@ struct HTTP2SessionTests {
         try link.pump()
         #expect(link.recorder.data[slow]?.count == 1_000_000)
         #expect(link.recorder.closed[slow] == .some(nil))
+    }
+
+    @Test("a larger stream window lets a paused stream's sender go past its first window, and no further")
+    func growStreamWindow() throws {
+        var configuration = HTTP2Configuration()
+        configuration.initialStreamWindowSize = 65_535
+        let link = try Link(configuration: configuration)
+        let stream = try link.get("/grow")
+        link.recorder.paused.insert(stream)
+        try link.pump()
+        #expect(link.recorder.settingsAcks == 1, "the server acknowledged the client's SETTINGS")
+        link.server.respond(stream, body: [UInt8](repeating: 3, count: 1_000_000))
+        try link.pump()
+        #expect(link.recorder.data[stream]?.count == 65_535)
+        // Nothing consumed: only the larger window lets more through.
+        link.client.setStreamWindow(stream, to: 200_000)
+        try link.pump()
+        #expect(link.recorder.data[stream]?.count == 200_000)
+        link.recorder.resume(stream)
+        try link.pump()
+        #expect(link.recorder.data[stream]?.count == 1_000_000)
+        #expect(link.recorder.closed[stream] == .some(nil))
     }
 
     @Test("trailers are delivered before completion")

@@ -1,4 +1,5 @@
-import Courier
+@testable import Courier
+import CourierTransport
 import Foundation
 import Testing
 
@@ -17,6 +18,7 @@ private func customise(_ configuration: URLSessionConfiguration) {
     configuration.networkServiceType = .background
     configuration.allowsCellularAccess = false
     configuration.isDiscretionary = true
+    configuration.courierHTTP2StreamWindowSize = 4 << 20
 }
 
 /// Checks the values `customise` sets.
@@ -29,6 +31,7 @@ private func expectCustomised(_ configuration: URLSessionConfiguration, sourceLo
     #expect(configuration.networkServiceType == .background, sourceLocation: sourceLocation)
     #expect(!configuration.allowsCellularAccess, sourceLocation: sourceLocation)
     #expect(configuration.isDiscretionary, sourceLocation: sourceLocation)
+    #expect(configuration.courierHTTP2StreamWindowSize == 4 << 20, sourceLocation: sourceLocation)
 }
 
 /// A delegate that does nothing.
@@ -230,6 +233,26 @@ struct ConfigurationTests {
         #expect(configuration.timeoutIntervalForResource == 604_800)
         #expect(configuration.httpMaximumConnectionsPerHost == 6)
         #expect(URLSession.shared.delegateQueue.maxConcurrentOperationCount == 1)
+    }
+
+    @Test("courierHTTP2StreamWindowSize sets the window HTTP/2 streams start with; the growth stops at 8 MiB or at that start")
+    func http2StreamWindow() throws {
+        func windows(_ size: Int?) throws -> (initial: Int32, maximum: Int32) {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.courierHTTP2StreamWindowSize = size
+            let session = URLSession(configuration: configuration)
+            defer { session.invalidateAndCancel() }
+            let transport = try #require(session.loader as? HTTPTransport)
+            return (transport.configuration.http2.initialStreamWindowSize, transport.configuration.http2.maximumStreamWindowSize)
+        }
+        let standard = try windows(nil)
+        #expect(standard.initial == 1 << 20 && standard.maximum == 8 << 20)
+        let smaller = try windows(64 << 10)
+        #expect(smaller.initial == 64 << 10 && smaller.maximum == 8 << 20)
+        let larger = try windows(16 << 20)
+        #expect(larger.initial == 16 << 20 && larger.maximum == 16 << 20)
+        let huge = try windows(Int.max)
+        #expect(huge.initial == Int32.max && huge.maximum == Int32.max)
     }
 
     @Test("changing the shared session's configuration copy does not change it")

@@ -14,9 +14,10 @@ struct HTTP2IntegrationTests {
         nginx = try NginxServer.shared()
     }
 
-    func session(priorKnowledge: Bool = false, delegate: (any URLSessionDelegate)? = nil) -> URLSession {
+    func session(priorKnowledge: Bool = false, streamWindow: Int? = nil, delegate: (any URLSessionDelegate)? = nil) -> URLSession {
         let configuration = URLSessionConfiguration.uncached
         configuration.http2PriorKnowledge = priorKnowledge
+        configuration.courierHTTP2StreamWindowSize = streamWindow
         return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
     }
 
@@ -174,7 +175,9 @@ struct HTTP2IntegrationTests {
     @Test("a resumed h2 stream hands its stash to a slow delegate a slice at a time, pausing again at the backlog's mark")
     func stashInSlices() async throws {
         let probe = StashProbe()
-        let session = session()
+        // A stream window past the backlog's mark (the default 1 MiB is below it), so that
+        // the stash can hold more than the delegate may have ahead of it.
+        let session = session(streamWindow: 8 << 20)
         defer { session.finishTasksAndInvalidate() }
         let task = session.dataTask(with: nginx.tlsURL("good", "/files/8m.bin"))
         task.delegate = probe
@@ -191,8 +194,8 @@ struct HTTP2IntegrationTests {
         let complete = Array(data) == NginxServer.fixtures["8m.bin"]
         #expect(complete)
         // Given whole, the stash (about 8 MiB) would all be ahead of the delegate at once; in
-        // slices the task pauses again once the backlog passes its 4 MiB mark.
-        let backlogMarkAndSlices = 4 * 1024 * 1024 + 768 * 1024
+        // slices the task pauses again once the backlog passes its 1 MiB mark.
+        let backlogMarkAndSlices = 1024 * 1024 + 768 * 1024
         #expect(mostAhead <= backlogMarkAndSlices)
     }
 

@@ -14,7 +14,7 @@ import _CourierTestSupport
 
 /// The body of the large file tests: deterministic, so a hash names it exactly.
 private let fiveMiB = deterministicBytes(count: 5 * 1024 * 1024, seed: 21)
-/// Larger than the delegate sink's backlog high mark (4 MiB), so reading must pause before the
+/// Larger than the delegate sink's backlog high mark (1 MiB), so reading must pause before the
 /// end of the file while a delegate holds the first delivery.
 private let tenMiB = deterministicBytes(count: 10 * 1024 * 1024, seed: 2121)
 /// `LocalLoad.chunkBytes`: at most one read is under way when reading is paused.

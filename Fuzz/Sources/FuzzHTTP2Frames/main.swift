@@ -15,6 +15,7 @@ final class Sink: HTTP2SessionDelegate {
     func http2DidReceiveMaxConcurrentStreams(_ limit: Int) {}
     func http2DidReceiveGoAway(lastStreamID: Int32, errorCode: UInt32) {}
     func http2DidReceivePingAcknowledgement() {}
+    func http2DidReceiveSettingsAcknowledgement() {}
     func http2Stream(_ streamID: Int32, readBodyInto buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyChunk {
         guard bodyLeft > 0, buffer.count > 0 else { return .bytes(count: 0, end: true) }
         bodyLeft -= 1

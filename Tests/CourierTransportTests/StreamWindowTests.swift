@@ -1,0 +1,95 @@
+import CourierReactor
+@testable import CourierTransport
+import Testing
+
+/// The growth of an HTTP/2 stream's receive window, on a clock the tests move by hand.
+@Suite("HTTP/2 stream window tuning")
+struct StreamWindowTests {
+    /// A clock that reads `time` nanoseconds.
+    final class Clock {
+        var time: Int64 = 1_000_000_000
+        func advance(microseconds: Int64) { time += microseconds * 1000 }
+        var now: MonotonicInstant { MonotonicInstant(nanoseconds: time) }
+    }
+
+    static let kib = 1024
+    static let mib = 1024 * 1024
+
+    /// Credits `chunks` of `chunk` bytes, `gap` apart; the sizes the window grew to.
+    static func credit(
+        _ window: inout StreamWindow, chunks: Int, of chunk: Int, gap microseconds: Int64, roundTrip: Int64?, clock: Clock
+    ) -> [Int] {
+        var grown: [Int] = []
+        for _ in 0..<chunks {
+            clock.advance(microseconds: microseconds)
+            if let size = window.credit(chunk, roundTrip: roundTrip, now: { clock.now }) { grown.append(size) }
+        }
+        return grown
+    }
+
+    @Test("a reader that takes half the window within a round trip doubles it, up to the maximum")
+    func growsWhileTheRoundTripHoldsItBack() {
+        let clock = Clock()
+        var window = StreamWindow(size: Self.mib, maximum: 8 * Self.mib)
+        // A 20 ms round trip; 64 KiB every 500 µs is 128 MB/s, beyond a window (up to 8 MiB)
+        // every two round trips.
+        let grown = Self.credit(&window, chunks: 400, of: 64 * Self.kib, gap: 500, roundTrip: 20_000_000, clock: clock)
+        #expect(grown == [2 * Self.mib, 4 * Self.mib, 8 * Self.mib])
+        #expect(window.size == 8 * Self.mib)
+    }
+
+    @Test("a reader slower than the round trip needs leaves the window alone")
+    func slowReaderKeepsTheWindow() {
+        let clock = Clock()
+        var window = StreamWindow(size: Self.mib, maximum: 8 * Self.mib)
+        // 64 KiB every 2.5 ms: half the window (8 chunks) takes 20 ms, a whole round trip.
+        let grown = Self.credit(&window, chunks: 200, of: 64 * Self.kib, gap: 2500, roundTrip: 20_000_000, clock: clock)
+        #expect(grown.isEmpty)
+        #expect(window.size == Self.mib)
+    }
+
+    @Test("on a short round trip a fast reader keeps the window: it already carries more than the reader takes")
+    func shortRoundTripKeepsTheWindow() {
+        let clock = Clock()
+        var window = StreamWindow(size: Self.mib, maximum: 8 * Self.mib)
+        // Loopback through TLS: a 300 µs round trip, 256 KiB every 250 µs (1 GB/s).
+        let grown = Self.credit(&window, chunks: 4000, of: 256 * Self.kib, gap: 250, roundTrip: 300_000, clock: clock)
+        #expect(grown.isEmpty)
+    }
+
+    @Test("with no round trip measured yet the window stays")
+    func unknownRoundTrip() {
+        let clock = Clock()
+        var window = StreamWindow(size: Self.mib, maximum: 8 * Self.mib)
+        let grown = Self.credit(&window, chunks: 400, of: 64 * Self.kib, gap: 1, roundTrip: nil, clock: clock)
+        #expect(grown.isEmpty)
+    }
+
+    @Test("bytes credited at a period's start do not count: a burst after a restart must be followed by more")
+    func restartLeavesABurstOut() {
+        let clock = Clock()
+        var window = StreamWindow(size: Self.mib, maximum: 8 * Self.mib)
+        // A resumed stream's stash credited at once, then the window restarted.
+        window.restart()
+        var grown = Self.credit(&window, chunks: 1, of: Self.mib, gap: 0, roundTrip: 20_000_000, clock: clock)
+        #expect(grown.isEmpty, "a single credit, however large, only starts a period")
+        // Then a slow trickle: half the window in well over a round trip.
+        grown = Self.credit(&window, chunks: 8, of: 64 * Self.kib, gap: 10_000, roundTrip: 20_000_000, clock: clock)
+        #expect(grown.isEmpty)
+        #expect(window.size == Self.mib)
+    }
+
+    @Test("a window already at its maximum reads no clock and never grows")
+    func atMaximum() {
+        var window = StreamWindow(size: 8 * Self.mib, maximum: 8 * Self.mib)
+        var reads = 0
+        for _ in 0..<100 {
+            let grown = window.credit(Self.mib, roundTrip: 1_000_000_000) {
+                reads += 1
+                return MonotonicInstant(nanoseconds: 0)
+            }
+            #expect(grown == nil)
+        }
+        #expect(reads == 0)
+    }
+}

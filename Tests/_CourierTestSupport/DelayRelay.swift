@@ -1,0 +1,89 @@
+import Foundation
+
+/// A TCP relay on 127.0.0.1 that holds every chunk it forwards, each way, for a fixed delay:
+/// a long round trip between a client and a server that both run on loopback, where the kernel
+/// offers no netem. It reads without limit and keeps order, so it adds latency and takes none
+/// of the bandwidth away (the server's own flow control still applies). A Python asyncio
+/// process, stopped by PID.
+public final class DelayRelay: Sendable {
+    /// Where clients connect.
+    public let port: Int
+    public let pid: Int32
+
+    /// Starts a relay to 127.0.0.1:`targetPort` that delays each direction by `delay`.
+    public init(to targetPort: Int, delay: Duration) throws {
+        let python = try pythonInterpreter(importing: ["asyncio"], missing: "asyncio")
+        let directory = TestRun.makeDirectory("delay-relay")
+        let script = directory.appendingPathComponent("relay.py")
+        try Self.source.write(to: script, atomically: true, encoding: .utf8)
+        let port = freeLoopbackPort()
+        let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+        pid = try startServerProcess(python, ["-u", script.path, String(port), String(targetPort), String(seconds)], directory: directory)
+        self.port = port
+        guard waitForListener(port: port) else {
+            stop()
+            throw TestServerError("the delay relay did not start on port \(port)")
+        }
+    }
+
+    public func stop() {
+        ChildProcesses.stop(pid)
+        ChildProcesses.forget(pid)
+    }
+
+    deinit { stop() }
+
+    /// Each connection gets one to the target; each direction is read into a queue stamped
+    /// with when its bytes may go on, and written from it in order at that time.
+    static let source = """
+        import asyncio, sys, time
+
+        listen_port, target_port, delay = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+
+        async def carry(reader, writer):
+            queue = asyncio.Queue()
+
+            async def send():
+                while True:
+                    due, data = await queue.get()
+                    if data is None:
+                        break
+                    wait = due - time.monotonic()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                    writer.write(data)
+                    await writer.drain()
+                if writer.can_write_eof():
+                    writer.write_eof()
+
+            sender = asyncio.ensure_future(send())
+            try:
+                while True:
+                    data = await reader.read(262144)
+                    if not data:
+                        break
+                    queue.put_nowait((time.monotonic() + delay, data))
+            finally:
+                queue.put_nowait((0, None))
+                await sender
+
+        async def relay(client_reader, client_writer):
+            try:
+                server_reader, server_writer = await asyncio.open_connection("127.0.0.1", target_port)
+            except OSError:
+                client_writer.close()
+                return
+            await asyncio.gather(
+                carry(client_reader, server_writer), carry(server_reader, client_writer), return_exceptions=True
+            )
+            client_writer.close()
+            server_writer.close()
+
+        async def main():
+            server = await asyncio.start_server(relay, "127.0.0.1", listen_port)
+            async with server:
+                await server.serve_forever()
+
+        asyncio.run(main())
+        """
+}
