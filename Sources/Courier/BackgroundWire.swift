@@ -102,9 +102,9 @@ struct WireError: Codable, Equatable {
 
 /// The configuration values the daemon's own session takes from a background configuration:
 /// timeouts, the connection limit, additional headers (string values), cookie policy, TLS
-/// bounds, proxies, Courier's redirect and decoding bounds and whether partial downloads are
-/// kept. Stores are the default on-disk ones; delegates, protocol classes and loggers stay in
-/// the process.
+/// bounds, proxies, Courier's redirect and decoding bounds, whether partial downloads are kept
+/// and the HTTP/2 stream window. Stores are the default on-disk ones; delegates, protocol
+/// classes and loggers stay in the process.
 struct WireSettings: Codable, Equatable {
     var requestTimeout: Double
     var resourceTimeout: Double
@@ -122,6 +122,7 @@ struct WireSettings: Codable, Equatable {
     var maximumDecodingRatio: Int?
     var decodingRatioThreshold: Int64?
     var keepsPartialDownloads: Bool?
+    var http2StreamWindowSize: Int?
 
     /// A value of `connectionProxyDictionary`.
     enum WireValue: Codable, Equatable {
@@ -178,6 +179,7 @@ struct WireSettings: Codable, Equatable {
         maximumDecodingRatio = configuration.courierContentDecodingLimits.maximumRatio
         decodingRatioThreshold = configuration.courierContentDecodingLimits.ratioCheckThreshold
         keepsPartialDownloads = configuration.courierKeepsPartialDownloads
+        http2StreamWindowSize = configuration.courierHTTP2StreamWindowSize
     }
 
     /// The daemon's session configuration: on-disk stores, as a default session's.
@@ -209,6 +211,7 @@ struct WireSettings: Codable, Equatable {
         if let decodingRatioThreshold { limits.ratioCheckThreshold = decodingRatioThreshold }
         configuration.courierContentDecodingLimits = limits
         configuration.courierKeepsPartialDownloads = keepsPartialDownloads ?? false
+        configuration.courierHTTP2StreamWindowSize = http2StreamWindowSize
         return configuration
     }
 }

@@ -255,6 +255,20 @@ struct ConfigurationTests {
         #expect(huge.initial == Int32.max && huge.maximum == Int32.max)
     }
 
+    @Test("a background session's daemon gets the HTTP/2 stream window with the rest of the settings")
+    func http2StreamWindowReachesTheDaemon() throws {
+        let configuration = URLSessionConfiguration.background(withIdentifier: "window.test")
+        configuration.courierHTTP2StreamWindowSize = 3 << 20
+        let settings = WireSettings(configuration)
+        let decoded = try JSONDecoder().decode(WireSettings.self, from: JSONEncoder().encode(settings))
+        #expect(decoded.configuration.courierHTTP2StreamWindowSize == 3 << 20)
+        // A journal written before the field reads as no start of its own.
+        var older = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(settings)) as? [String: Any])
+        older["http2StreamWindowSize"] = nil
+        let fromOlder = try JSONDecoder().decode(WireSettings.self, from: JSONSerialization.data(withJSONObject: older))
+        #expect(fromOlder.configuration.courierHTTP2StreamWindowSize == nil)
+    }
+
     @Test("changing the shared session's configuration copy does not change it")
     func sharedConfigurationIsACopy() {
         let copy = URLSession.shared.configuration
