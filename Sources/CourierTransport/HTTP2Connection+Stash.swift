@@ -71,9 +71,9 @@ extension HTTP2Connection {
     /// Hands a resumed stream's stash to the delegate in slices, stopping when it pauses again:
     /// the rest stays stashed, and uncredited, for the next resume.
     ///
-    /// Design note: given the stash (up to the stream's window, then always 8 MiB) in one call, a download
-    /// task's writer, paused for its backlog, took it all at once into chunks of its own, and a
-    /// 1 GiB TLS download to a file peaked at 51–61 MB of RSS instead of 33.
+    /// Design note: given the stash (up to the stream's window, then always 8 MiB) in one
+    /// call, a download task's writer, paused for its backlog, took it all at once into chunks
+    /// of its own, and a 1 GiB TLS download to a file peaked at 51–61 MB of RSS instead of 33.
     private func deliverStash(_ streamID: Int32, _ current: Stream) {
         current.stash.isBeingDelivered = true
         defer { current.stash.isBeingDelivered = false }

@@ -18,9 +18,9 @@ struct StreamWindow {
     /// The window now, in bytes.
     private(set) var size: Int
     let maximum: Int
-    /// Bytes credited since `periodStart`.
+    /// Bytes credited since `periodStart`, not counting the credit that started the period.
     private var credited = 0
-    /// When the first bytes of the current period were credited.
+    /// When the current period started; nil before the next credit starts one.
     private var periodStart: MonotonicInstant?
 
     init(size: Int, maximum: Int) {
