@@ -69,18 +69,17 @@ extension HTTP2Connection {
     func cancelPoolIdleTimer() {
         poolIdleTimer.stop()
         pingTimer.stop()
-        awaitingPing = false
+        pingSentAt = nil
     }
 
     /// Idle for a ping interval: PING now and then; no answer by the next PING means the peer
     /// is gone.
     func pingWhileIdle() {
         guard !isClosed, streams.isEmpty else { return }
-        if awaitingPing {
+        if pingSentAt != nil {
             close()
             return
         }
-        awaitingPing = true
         pingSentAt = .now
         session.ping()
         flush()

@@ -11,32 +11,7 @@ import _CourierTestSupport
 /// made long by a relay that delays both directions.
 @Suite("HTTP/2 stream windows on a long round trip", .serialized, .timeLimit(.minutes(1)))
 struct HTTP2WindowTests {
-    /// Keeps a response's body, and the connection that carried it.
-    final class BodyReader: HTTPExchangeDelegate, @unchecked Sendable {
-        struct State {
-            var body: [UInt8] = []
-            var ended = false
-            var failure: TransportError?
-        }
-        let state = Mutex(State())
-        /// Written on the loop once the head arrives, read after the exchange ended.
-        var connection: HTTP2Connection?
-
-        func exchange(_ exchange: HTTPExchange, didSendBodyBytes totalBytesSent: Int64) {}
-        func exchange(_ exchange: HTTPExchange, didReceiveHead head: HTTPResponseHead) {
-            guard case .executing(let handle) = exchange.state.withLock({ $0.phase }) else { return }
-            connection = handle.connection as? HTTP2Connection
-        }
-        func exchange(_ exchange: HTTPExchange, didReceiveBodyBytes bytes: UnsafeRawBufferPointer) {
-            state.withLock { $0.body += bytes }
-        }
-        func exchange(_ exchange: HTTPExchange, didCompleteWithTrailers trailers: HTTPFields?, metrics: ExchangeMetrics) {
-            state.withLock { $0.ended = true }
-        }
-        func exchange(_ exchange: HTTPExchange, didFailWith error: TransportError, metrics: ExchangeMetrics) {
-            state.withLock { $0.failure = error }
-        }
-    }
+    typealias Watcher = TransportLifetimeTests.Watcher
 
     @Test("over a 50 ms round trip a stream whose reader keeps up doubles its window, and the body arrives whole")
     func growsOverALongRoundTrip() async throws {
@@ -53,17 +28,15 @@ struct HTTP2WindowTests {
             transport.shutdown()
             group.shutdown()
         }
-        let reader = BodyReader()
-        let origin = Origin(scheme: .http, host: "127.0.0.1", port: UInt16(relay.port))
-        let head = HTTPRequestHead(method: .get, target: "/big.bin", authority: origin.authority, scheme: "http", fields: HTTPFields())
-        transport.start(transport.makeExchange(TransportRequest(origin: origin, head: head), delegate: reader))
-        #expect(await pollUntil(timeout: .seconds(45)) { reader.state.withLock { $0.ended || $0.failure != nil } })
-        let (received, failure) = reader.state.withLock { ($0.body, $0.failure) }
+        let watcher = Watcher.get("/big.bin", from: Origin(scheme: .http, host: "127.0.0.1", port: UInt16(relay.port)), through: transport)
+        #expect(await pollUntil(timeout: .seconds(45)) { watcher.outcome.withLock { $0.ended || $0.failure != nil } })
+        let (received, failure) = watcher.outcome.withLock { ($0.body, $0.failure) }
         #expect(failure == nil)
         #expect(received.count == body.count)
         #expect(received == body)
 
-        let connection = try #require(reader.connection)
+        // The pool keeps the idle connection until the transport shuts down.
+        let connection = try #require(watcher.connection as? HTTP2Connection)
         let bound = LoopBound(connection, loop: connection.loop)
         let (growths, roundTrip, initial, maximum) = await withCheckedContinuation { continuation in
             bound.loop.execute {

@@ -9,11 +9,13 @@ import _CourierTestSupport
 /// pool has no side table to slow every retain of it): the close of a connection, and a pool's
 /// shutdown closing them all, must end that, or every shut-down transport would leave them behind.
 @Suite struct TransportLifetimeTests {
-    /// Notes, weakly, the connection and the pool of the exchange once its head arrives.
+    /// Notes, weakly, the connection and the pool of the exchange once its head arrives, and
+    /// keeps the response's body.
     final class Watcher: HTTPExchangeDelegate, @unchecked Sendable {
         struct Outcome {
             var ended = false
             var failure: TransportError?
+            var body: [UInt8] = []
         }
         let outcome = Mutex(Outcome())
 
@@ -40,7 +42,9 @@ import _CourierTestSupport
                 pool = http2.pool
             }
         }
-        func exchange(_ exchange: HTTPExchange, didReceiveBodyBytes bytes: UnsafeRawBufferPointer) {}
+        func exchange(_ exchange: HTTPExchange, didReceiveBodyBytes bytes: UnsafeRawBufferPointer) {
+            outcome.withLock { $0.body += bytes }
+        }
         func exchange(_ exchange: HTTPExchange, didCompleteWithTrailers trailers: HTTPFields?, metrics: ExchangeMetrics) {
             outcome.withLock { $0.ended = true }
         }
