@@ -6,7 +6,9 @@ public enum PoolAction<DialError: Error & Sendable & Equatable>: Sendable, Equat
     /// Send the request on the connection.
     case executeRequest(PoolRequestID, on: PoolConnectionID)
     /// Complete the request with this failure.
-    case failRequest(PoolRequestID, PoolFailure<DialError>)
+    /// Boxed: the failure (a dial error) is many times the size of the other cases, and
+    /// actions are copied on every request.
+    indirect case failRequest(PoolRequestID, PoolFailure<DialError>)
     /// Close the connection; the pool has already forgotten it.
     case closeConnection(PoolConnectionID)
     /// Call `idleTimeoutFired` for the connection after the idle timeout.
