@@ -135,6 +135,30 @@ struct HTTP2SessionTests {
         #expect(regular.map(\.1) == ["Trailers", "en-GB, fr;q=0.5", "Mixed Case Value", "kept: one byte longer than keep-alive"])
     }
 
+    @Test("requests submitted before any is sent each keep their own fields: the session reuses one block buffer, past a large one too")
+    func requestsKeepTheirFieldsWhenTheBlockBufferIsReused() throws {
+        let link = try Link()
+        let large = String(repeating: "v", count: 20_000)
+        let requests: [(path: String, fields: [(String, String)])] = [
+            ("/first", [("X-One", "1"), ("Accept", "text/plain")]),
+            ("/large", [("X-Large", large), ("X-After-Large", "after")]),
+            ("/third", [("X-Three", "3")]),
+            ("/fourth", (0..<40).map { ("X-Field-\($0)", String(repeating: "w", count: $0 * 10)) }),
+            ("/fifth", []),
+        ]
+        // All submitted before the link moves a byte: nghttp2 must have copied each block.
+        let streams = try requests.map { try link.get($0.path, fields: HTTPFields($0.fields)) }
+        try link.pump()
+        for (stream, request) in zip(streams, requests) {
+            let received = try #require(link.server.requests[stream])
+            #expect(received.headers.filter { $0.0.hasPrefix(":") }.map { "\($0.0)=\($0.1)" }
+                == [":method=GET", ":scheme=https", ":authority=example.test", ":path=\(request.path)"])
+            let regular = received.headers.filter { !$0.0.hasPrefix(":") }
+            #expect(regular.map(\.0) == request.fields.map { $0.0.lowercased() })
+            #expect(regular.map(\.1) == request.fields.map(\.1))
+        }
+    }
+
     @Test("100 concurrent streams with interleaved DATA all complete intact")
     func manyStreams() throws {
         let link = try Link()
