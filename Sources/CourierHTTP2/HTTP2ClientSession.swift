@@ -204,7 +204,9 @@ public final class HTTP2ClientSession {
     private static let keptBlockLimit = 16 * 1024
 
     /// Writes a request's header block as nghttp2 takes it: every name and value in one buffer,
-    /// and an nv entry for each pointing into it.
+    /// and an nv entry for each pointing into it. A value type with mutating methods rather
+    /// than a local function over captured variables: captured variables get a runtime
+    /// exclusivity check at every use.
     private struct RequestBlockWriter {
         let buffer: UnsafeMutableBufferPointer<UInt8>
         var fields: [nghttp2_nv] = []
