@@ -38,31 +38,32 @@ struct StreamWindowTests {
         #expect(window.size == 8 * Self.mib)
     }
 
-    @Test("a reader slower than the round trip needs leaves the window alone")
-    func slowReaderKeepsTheWindow() {
+    /// A reader that does not need a larger window: `chunks` credits of `chunk` bytes, `gap`
+    /// microseconds apart, against `roundTrip` nanoseconds (nil: not measured yet).
+    struct SteadyCase: Sendable, CustomTestStringConvertible {
+        let testDescription: String
+        let chunks: Int
+        let chunk: Int
+        let gap: Int64
+        let roundTrip: Int64?
+    }
+
+    static let steadyCases = [
+        // 64 KiB every 2.5 ms: half the window (8 chunks) takes 20 ms, a whole round trip.
+        SteadyCase(testDescription: "a reader slower than the round trip needs", chunks: 200, chunk: 64 * kib, gap: 2500, roundTrip: 20_000_000),
+        // Loopback through TLS: a 300 µs round trip, 256 KiB every 250 µs (1 GB/s); the window
+        // already carries more than the reader takes.
+        SteadyCase(testDescription: "a fast reader on a short round trip", chunks: 4000, chunk: 256 * kib, gap: 250, roundTrip: 300_000),
+        SteadyCase(testDescription: "no round trip measured yet", chunks: 400, chunk: 64 * kib, gap: 1, roundTrip: nil),
+    ]
+
+    @Test("the window stays when the round trip does not hold the reader back, or is not known", arguments: steadyCases)
+    func windowStays(_ steady: SteadyCase) {
         let clock = Clock()
         var window = StreamWindow(size: Self.mib, maximum: 8 * Self.mib)
-        // 64 KiB every 2.5 ms: half the window (8 chunks) takes 20 ms, a whole round trip.
-        let grown = Self.credit(&window, chunks: 200, of: 64 * Self.kib, gap: 2500, roundTrip: 20_000_000, clock: clock)
+        let grown = Self.credit(&window, chunks: steady.chunks, of: steady.chunk, gap: steady.gap, roundTrip: steady.roundTrip, clock: clock)
         #expect(grown.isEmpty)
         #expect(window.size == Self.mib)
-    }
-
-    @Test("on a short round trip a fast reader keeps the window: it already carries more than the reader takes")
-    func shortRoundTripKeepsTheWindow() {
-        let clock = Clock()
-        var window = StreamWindow(size: Self.mib, maximum: 8 * Self.mib)
-        // Loopback through TLS: a 300 µs round trip, 256 KiB every 250 µs (1 GB/s).
-        let grown = Self.credit(&window, chunks: 4000, of: 256 * Self.kib, gap: 250, roundTrip: 300_000, clock: clock)
-        #expect(grown.isEmpty)
-    }
-
-    @Test("with no round trip measured yet the window stays")
-    func unknownRoundTrip() {
-        let clock = Clock()
-        var window = StreamWindow(size: Self.mib, maximum: 8 * Self.mib)
-        let grown = Self.credit(&window, chunks: 400, of: 64 * Self.kib, gap: 1, roundTrip: nil, clock: clock)
-        #expect(grown.isEmpty)
     }
 
     @Test("bytes credited at a period's start do not count: a burst after a restart must be followed by more")

@@ -103,14 +103,3 @@ func readBackgroundProcFile(_ path: String) -> String {
     }
     return String(decoding: bytes, as: UTF8.self)
 }
-
-/// Polls `condition` every 10 ms, blocking the thread; false when it still fails after `seconds`.
-/// For clean-ups, which run in `defer`.
-func waitBlocking(seconds: Double, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while !condition() {
-        if Date() >= deadline { return false }
-        usleep(10_000)
-    }
-    return true
-}

@@ -121,16 +121,6 @@ private struct MultipartStreamWriter {
     }
 }
 
-/// Waits on a server thread until `condition` holds; false after `timeout` seconds.
-private func waitOnServer(timeout: TimeInterval = 5, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while !condition() {
-        if Date() >= deadline { return false }
-        usleep(2000)
-    }
-    return true
-}
-
 /// `multipart/x-mixed-replace` for data tasks with a delegate: every part its own `didReceive
 /// response` (the outer status, the part's fields), then exactly its bytes, as the parts stream
 /// in from a scripted server.
@@ -186,7 +176,7 @@ struct MultipartReplaceTests {
             writer.send("--XYZ\r\nContent-Type: text/plain\r\nX-Frame: 1\r\n\r\nfirst frame\r\n--XYZ")
             // It reaches the delegate before anything more is sent (within a minute: the
             // delegate queue of a loaded machine may lag by seconds).
-            if waitOnServer(timeout: 60, { recorder.snapshot.parts.first?.data == Data("first frame".utf8) }) { firstDeliveredEarly.set() }
+            if waitBlocking(seconds: 60, { recorder.snapshot.parts.first?.data == Data("first frame".utf8) }) { firstDeliveredEarly.set() }
             writer.send("\r\nContent-Type: application/octet-stream\r\nX-Frame: 2\r\n\r\n")
             var random = SplitMix64(seed: 0x5EED)
             var offset = 0

@@ -204,3 +204,14 @@ func keepBusy(for duration: Duration) {
     let end = ContinuousClock.now + duration
     while ContinuousClock.now < end {}
 }
+
+/// Polls `condition` every 10 ms, blocking the thread; false when it still fails after
+/// `seconds`. For clean-ups, which run in `defer`, and for server threads that wait on a client.
+func waitBlocking(seconds: Double, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while !condition() {
+        if Date() >= deadline { return false }
+        usleep(10_000)
+    }
+    return true
+}
