@@ -318,7 +318,7 @@ final class FileSink: AsyncDelivering {
             var resumeData: Data?
             var partial: URL?
             if let file, error != nil, let recipe = outcome.resume?.recipe, file.failure == nil {
-                (resumeData, partial) = keep(file, rest: rest, recipe: recipe)
+                (resumeData, partial) = keep(file, rest: rest, recipe: recipe, handingOver: keepsPartial)
             } else if let file, error != nil, keepsPartial {
                 writeLast(rest, to: file)
                 if file.failure != nil { error = file.writeError(url: error?.failingURL ?? driver.currentURL) }
@@ -331,7 +331,14 @@ final class FileSink: AsyncDelivering {
                     return (state.unreported, state.bytesWritten)
                 }
                 if error == nil, last.count > 0 { reportProgress(last.count, total: last.total, driver: driver) }
-                error = settle(file, error, url: driver.currentURL)
+                if error == nil, keepsPartial, !file.close() {
+                    // The body arrived whole and its last write (or the close) failed: what was
+                    // written stays for the caller, as it does when a write fails mid-body.
+                    error = file.writeError(url: driver.currentURL)
+                    partial = file.handOver()
+                } else {
+                    error = settle(file, error, url: driver.currentURL)
+                }
             } else {
                 resumeData = outcome.resume?.unchanged
             }
@@ -352,10 +359,13 @@ final class FileSink: AsyncDelivering {
 
     /// Keeps the file of a download that stopped mid-body as a partial file, with the last
     /// chunk written; its resume data and the kept file, or nils (and the file is gone) when it
-    /// could not be kept.
-    private func keep(_ file: DownloadFile, rest: Chunk?, recipe: ResumeOffer.Recipe) -> (Data?, URL?) {
+    /// could not be kept. When that last write fails, the file cannot be resumed from; with
+    /// `handingOver` (``URLSessionConfiguration/courierKeepsPartialDownloads``) it is still
+    /// handed over, without resume data.
+    private func keep(_ file: DownloadFile, rest: Chunk?, recipe: ResumeOffer.Recipe, handingOver: Bool) -> (Data?, URL?) {
         writeLast(rest, to: file)
         let offset = state.withLock { $0.bytesWritten }
+        if file.failure != nil, handingOver { return (nil, file.handOver()) }
         guard file.failure == nil, let kept = file.keep() else {
             file.remove()
             return (nil, nil)

@@ -293,6 +293,23 @@ struct DownloadTests {
         #expect(run.leftovers.isEmpty, "the partial download was removed: \(run.leftovers)")
     }
 
+    @Test("under courierKeepsPartialDownloads, a full disk keeps what was written even when the body arrived whole before its one write failed")
+    func fullDiskKeepsPartialOfLastWrite() async throws {
+        let probe = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("courier-download-probe")
+        try #require(FileManager.default.isExecutableFile(atPath: probe.path), "courier-download-probe is built with the tests")
+        // 64 KiB fit in the writer's first 256 KiB chunk, so nothing is written before the task
+        // completes; the 16 KiB file system then takes part of that one write.
+        let source = nginx.url("/files/64k.bin").absoluteString
+        let run = try await onOwnThread { try FullFileSystem.run(probe, ["--keep-partial", "--off-loop", source], size: 16 * 1024) }
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n")
+        #expect(lines.first?.hasPrefix("error \(URLError.Code.cannotWriteToFile.rawValue) ") == true, "\(run.stdout)")
+        #expect(run.stdout.contains(String(cString: strerror(ENOSPC))), "\(run.stdout)")
+        let partialSize = lines.dropFirst().first.flatMap { $0.hasPrefix("partial ") ? Int($0.dropFirst(8)) : nil }
+        #expect((partialSize ?? 0) > 0 && (partialSize ?? 0) < 64 * 1024, "the written part is kept: \(run.stdout)")
+        #expect(run.leftovers.count == 1, "the partial file stays where it was written: \(run.leftovers)")
+    }
+
     @Test("a directory where no file can be made fails the task with .cannotCreateFile", .exclusiveDownloadFiles)
     func createFailure() async throws {
         let session = URLSession(configuration: .uncached)

@@ -18,9 +18,11 @@ public enum FullFileSystem {
 
     /// Runs `executable` with `arguments` (the string `{FULL}` in one is replaced by the full
     /// folder's path), in the full folder as working directory. With `stdoutIntoFullFolder`,
-    /// its standard output is a file in the full folder; `TMPDIR` points there too.
+    /// its standard output is a file in the full folder; `TMPDIR` points there too. `size` is the
+    /// tmpfs's room in bytes (whole pages).
     public static func run(
-        _ executable: URL, _ arguments: [String], stdoutIntoFullFolder: Bool = false, environment extra: [String: String] = [:]
+        _ executable: URL, _ arguments: [String], stdoutIntoFullFolder: Bool = false, size: Int = FullFileSystem.size,
+        environment extra: [String: String] = [:]
     ) throws -> Run {
         let scratch = TestRun.makeDirectory("full-fs")
         defer { try? FileManager.default.removeItem(at: scratch) }
