@@ -37,6 +37,8 @@ public final class TLSContext: @unchecked Sendable {
     public let configuration: Configuration
     /// ALPN protocols in wire format (length-prefixed names).
     let alpnWire: [UInt8]
+    /// The chains this client context verified lately (nil for a server's).
+    let verificationCache: VerificationCache?
 
     public init(role: Role, configuration: Configuration) throws(TLSError) {
         guard let method = role.isClient ? TLS_client_method() : TLS_server_method(),
@@ -46,6 +48,7 @@ public final class TLSContext: @unchecked Sendable {
         self.context = context
         self.role = role
         self.configuration = configuration
+        self.verificationCache = role.isClient ? VerificationCache() : nil
         do {
             alpnWire = try Self.alpnWire(configuration.applicationProtocols)
         } catch {
@@ -69,6 +72,7 @@ public final class TLSContext: @unchecked Sendable {
             _ = courier_SSL_CTX_set_session_cache_mode(context, Int(SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE))
             SSL_CTX_sess_set_new_cb(context, tlsNewSessionCallback)
             SSL_CTX_set_cert_cb(context, tlsClientCertificateCallback, nil)
+            SSL_CTX_set_cert_verify_callback(context, tlsVerifyChainCallback, nil)
             if !alpnWire.isEmpty {
                 let status = alpnWire.withUnsafeBufferPointer { SSL_CTX_set_alpn_protos(context, $0.baseAddress, UInt32($0.count)) }
                 guard status == 0 else {
@@ -132,6 +136,18 @@ private let tlsNewSessionCallback: @convention(c) (OpaquePointer?, OpaquePointer
 private let tlsClientCertificateCallback: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?) -> Int32 = { ssl, _ in
     guard let ssl, let engine = TLSEngine.from(ssl) else { return 1 }
     return engine.clientCertificateRequested()
+}
+
+/// OpenSSL calls this on the client in place of `X509_verify_cert`, with the server's chain:
+/// the context's ``VerificationCache`` verifies it, or answers from a verification of the same
+/// chain for the same name.
+private let tlsVerifyChainCallback: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?) -> Int32 = { storeContext, _ in
+    guard let storeContext else { return 0 }
+    guard let raw = X509_STORE_CTX_get_ex_data(storeContext, SSL_get_ex_data_X509_STORE_CTX_idx()),
+          let engine = TLSEngine.from(OpaquePointer(raw)), let cache = engine.verificationCache else {
+        return X509_verify_cert(storeContext)
+    }
+    return cache.verify(storeContext, name: engine.verifiedName, time: engine.verificationTime)
 }
 
 /// The server's ALPN choice: the first of the client's protocols it also speaks.

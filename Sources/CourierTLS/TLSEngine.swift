@@ -77,6 +77,10 @@ public final class TLSEngine {
     private let writeBIO: OpaquePointer
     private let context: TLSContext
     public let role: Role
+    /// The name or address the server's certificate is checked against (client role), and the
+    /// time it is checked at.
+    let verifiedName: String
+    let verificationTime: Int64
     private var clientIdentity = ClientIdentityState.notRequested
     private var newSession: OpaquePointer?
     private var failure: TLSError?
@@ -109,11 +113,17 @@ public final class TLSEngine {
         self.writeBIO = writeBIO
         self.context = context
         self.role = role
+        self.verificationTime = verificationTime
+        if case .client(let serverName) = role {
+            verifiedName = serverName.hasPrefix("[") ? String(serverName.dropFirst().dropLast()) : serverName
+        } else {
+            verifiedName = ""
+        }
         SSL_set_ex_data(ssl, engineExDataIndex, Unmanaged.passUnretained(self).toOpaque())
         switch role {
-        case .client(let serverName):
+        case .client:
             SSL_set_connect_state(ssl)
-            let bare = serverName.hasPrefix("[") ? String(serverName.dropFirst().dropLast()) : serverName
+            let bare = verifiedName
             if SocketAddressCheck.isIPAddress(bare) == false {
                 _ = bare.withCString { courier_SSL_set_tlsext_host_name(ssl, $0) }
             }
@@ -139,6 +149,9 @@ public final class TLSEngine {
         SSL_free(ssl)
         if let newSession { SSL_SESSION_free(newSession) }
     }
+
+    /// The context's verification cache, for a client.
+    var verificationCache: VerificationCache? { context.verificationCache }
 
     static func from(_ ssl: OpaquePointer) -> TLSEngine? {
         guard let raw = SSL_get_ex_data(ssl, engineExDataIndex) else { return nil }
