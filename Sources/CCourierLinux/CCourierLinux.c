@@ -11,6 +11,12 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
+#include <asm/hwcap.h>
+#endif
 
 ssize_t courier_read_cached(int fd, void *buffer, size_t count) {
     struct iovec vector = { .iov_base = buffer, .iov_len = count };
@@ -41,6 +47,20 @@ int courier_available_cpus(void) {
     }
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     return online > 0 ? (int)online : 1;
+}
+
+int courier_has_aes_hardware(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    // AES-NI and carry-less multiplication (GCM's GHASH): CPUID leaf 1, ECX bits 25 and 1.
+    unsigned int eax, ebx, ecx, edx;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
+    return (ecx & bit_AES) && (ecx & bit_PCLMUL);
+#elif defined(__aarch64__)
+    unsigned long features = getauxval(AT_HWCAP);
+    return (features & HWCAP_AES) && (features & HWCAP_PMULL);
+#else
+    return 0;
+#endif
 }
 
 int courier_make_temporary_file(char *template_path, int suffix_length) {

@@ -1,3 +1,4 @@
+import CCourierLinux
 import CCourierOpenSSL
 
 /// Settings shared by the TLS connections of one kind (an OpenSSL `SSL_CTX`).
@@ -68,6 +69,12 @@ public final class TLSContext: @unchecked Sendable {
         switch role {
         case .client:
             if let roots = configuration.trustRoots { SSL_CTX_set1_cert_store(context, roots.store) }
+            // TLS 1.3's suites in the order Apple's and Go's clients offer them, which the
+            // server follows unless it imposes its own: AES-128-GCM first where the processor
+            // has AES instructions (fewer rounds than AES-256, and SHA-256 for the key schedule
+            // and transcript), ChaCha20-Poly1305 first where it has none. OpenSSL's own order
+            // starts with AES-256-GCM.
+            _ = SSL_CTX_set_ciphersuites(context, Self.tls13CipherSuites(aesHardware: courier_has_aes_hardware() != 0))
             // Sessions are kept by the transport, per origin, not in OpenSSL's internal cache.
             _ = courier_SSL_CTX_set_session_cache_mode(context, Int(SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE))
             SSL_CTX_sess_set_new_cb(context, tlsNewSessionCallback)
@@ -162,6 +169,13 @@ private let tlsALPNSelectCallback: @convention(c) (
 }
 
 extension TLSContext {
+    /// The TLS 1.3 cipher suites a client offers, in its order of preference.
+    static func tls13CipherSuites(aesHardware: Bool) -> String {
+        aesHardware
+            ? "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+            : "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384"
+    }
+
     /// ALPN names in wire format: each length-prefixed.
     static func alpnWire(_ names: [String]) throws(TLSError) -> [UInt8] {
         var wire: [UInt8] = []

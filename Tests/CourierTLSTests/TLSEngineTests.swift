@@ -20,6 +20,16 @@ struct TLSEngineTests {
         #expect(pair.client.peerCertificateChain.first?.commonName == "localhost")
     }
 
+    @Test("TLS 1.3's suites in Apple's and Go's order: AES-128-GCM where the processor has AES instructions, else ChaCha20-Poly1305, and OpenSSL's server takes the first")
+    func cipherSuiteOrder() throws {
+        let pair = try TestTLS.pair(server: TestTLS.serverContext(), client: TestTLS.clientContext())
+        #expect(pair.handshake().client == .established)
+        #expect(pair.client.negotiatedVersion == .tls1_3)
+        let expected: UInt16 = ProcessorFeatures.hasAESInstructions ? 0x1301 : 0x1303
+        #expect(pair.client.negotiatedCipherSuite == expected)
+        #expect(TLSContext.tls13CipherSuites(aesHardware: false).hasPrefix("TLS_CHACHA20_POLY1305_SHA256:"))
+    }
+
     @Test("ALPN picks the server's first protocol the client also offers")
     func alpnFallback() throws {
         let pair = try TestTLS.pair(server: TestTLS.serverContext(protocols: ["http/1.1"]), client: TestTLS.clientContext(protocols: ["h2", "http/1.1"]))

@@ -211,7 +211,10 @@ struct TLSNginxTests {
         await recorder.waitForCompletion()
         let transaction = try #require(recorder.record.withLock { $0.metrics?.transactionMetrics.first })
         #expect(transaction.negotiatedTLSProtocolVersion == .TLSv13)
-        #expect(transaction.negotiatedTLSCipherSuite != nil)
+        // nginx takes the client's order: Courier's, AES-128-GCM first where the processor
+        // has AES instructions (OpenSSL's own order would give AES-256-GCM).
+        let expected: tls_ciphersuite_t = ProcessorFeatures.hasAESInstructions ? .AES_128_GCM_SHA256 : .CHACHA20_POLY1305_SHA256
+        #expect(transaction.negotiatedTLSCipherSuite == expected)
         #expect(transaction.secureConnectionStartDate != nil)
         #expect(transaction.secureConnectionEndDate! >= transaction.secureConnectionStartDate!)
         #expect(transaction.networkProtocolName == "h2")

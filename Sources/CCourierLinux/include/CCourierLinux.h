@@ -91,6 +91,10 @@ int courier_make_temporary_file(char *template_path, int suffix_length);
 /// CPUs this process may run on (its affinity mask), at least 1.
 int courier_available_cpus(void);
 
+/// 1 when the processor has instructions for AES and for GCM's multiplication (AES-NI and
+/// PCLMULQDQ on x86, the AES and PMULL extensions on ARMv8), else 0.
+int courier_has_aes_hardware(void);
+
 /// Names the calling thread for the system (ps, top, perf, /proc/thread-self/comm): at most
 /// 15 bytes of `name` are kept.
 void courier_set_thread_name(const char *name);
