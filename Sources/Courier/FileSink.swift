@@ -319,6 +319,7 @@ final class FileSink: AsyncDelivering {
             var partial: URL?
             if let file, error != nil, let recipe = outcome.resume?.recipe, file.failure == nil {
                 (resumeData, partial) = keep(file, rest: rest, recipe: recipe, handingOver: keepsPartial)
+                if keepsPartial, file.failure != nil { error = file.writeError(url: error?.failingURL ?? driver.currentURL) }
             } else if let file, error != nil, keepsPartial {
                 writeLast(rest, to: file)
                 if file.failure != nil { error = file.writeError(url: error?.failingURL ?? driver.currentURL) }
@@ -359,13 +360,14 @@ final class FileSink: AsyncDelivering {
 
     /// Keeps the file of a download that stopped mid-body as a partial file, with the last
     /// chunk written; its resume data and the kept file, or nils (and the file is gone) when it
-    /// could not be kept. When that last write fails, the file cannot be resumed from; with
-    /// `handingOver` (``URLSessionConfiguration/courierKeepsPartialDownloads``) it is still
-    /// handed over, without resume data.
+    /// could not be kept. When the last write fails (the chunk, or the file's buffer flushed as
+    /// it closes), the file cannot be resumed from; with `handingOver`
+    /// (``URLSessionConfiguration/courierKeepsPartialDownloads``) it is still handed over,
+    /// without resume data.
     private func keep(_ file: DownloadFile, rest: Chunk?, recipe: ResumeOffer.Recipe, handingOver: Bool) -> (Data?, URL?) {
         writeLast(rest, to: file)
         let offset = state.withLock { $0.bytesWritten }
-        if file.failure != nil, handingOver { return (nil, file.handOver()) }
+        if handingOver, file.failure != nil || !file.close() { return (nil, file.handOver()) }
         guard file.failure == nil, let kept = file.keep() else {
             file.remove()
             return (nil, nil)

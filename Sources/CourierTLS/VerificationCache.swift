@@ -29,13 +29,14 @@ final class VerificationCache: @unchecked Sendable {
         /// The verified chain, leaf to root.
         let chain: [TLSCertificate]
         /// When the verification ran, and the span in which every certificate of the chain is
-        /// valid (seconds since 1970).
+        /// valid (seconds since 1970): from the latest notBefore, up to but not including the
+        /// earliest notAfter, as OpenSSL counts a certificate expired at its notAfter.
         let verifiedAt: Int64
         let validFrom: Int64
         let validUntil: Int64
 
         func answers(name: String, presented: [[UInt8]], time: Int64) -> Bool {
-            time >= validFrom && time <= validUntil && abs(time - verifiedAt) <= VerificationCache.lifetime
+            time >= validFrom && time < validUntil && abs(time - verifiedAt) <= VerificationCache.lifetime
                 && name == self.name && presented == self.presented
         }
     }
@@ -55,14 +56,23 @@ final class VerificationCache: @unchecked Sendable {
         let presented = Self.presented(storeContext)
         if let presented, let chain = verdicts.withLock({ $0.last { $0.answers(name: name, presented: presented, time: time) }?.chain }) {
             // The store context owns the stack it is given, and frees it with its certificates.
+            // A stack that could not take every certificate is dropped, and the chain verified.
             if let stack = courier_sk_X509_new_null() {
-                for certificate in chain where courier_sk_X509_push(stack, certificate.x509) > 0 {
+                var whole = true
+                for certificate in chain {
+                    guard courier_sk_X509_push(stack, certificate.x509) > 0 else {
+                        whole = false
+                        break
+                    }
                     X509_up_ref(certificate.x509)
                 }
-                X509_STORE_CTX_set0_verified_chain(storeContext, stack)
-                X509_STORE_CTX_set_error(storeContext, X509_V_OK)
-                answered.withLock { $0 += 1 }
-                return 1
+                if whole {
+                    X509_STORE_CTX_set0_verified_chain(storeContext, stack)
+                    X509_STORE_CTX_set_error(storeContext, X509_V_OK)
+                    answered.withLock { $0 += 1 }
+                    return 1
+                }
+                courier_sk_X509_pop_free(stack)
             }
         }
         let result = X509_verify_cert(storeContext)
@@ -114,7 +124,7 @@ final class VerificationCache: @unchecked Sendable {
     }
 
     /// An ASN.1 time as seconds since 1970.
-    private static func seconds(_ time: UnsafePointer<ASN1_TIME>?) -> Int64? {
+    static func seconds(_ time: UnsafePointer<ASN1_TIME>?) -> Int64? {
         guard let time else { return nil }
         var parts = tm()
         guard ASN1_TIME_to_tm(time, &parts) == 1 else { return nil }

@@ -62,6 +62,19 @@ struct VerificationCacheTests {
         #expect(client.verificationCache?.hits == 2, "answered from the new verification")
     }
 
+    @Test("inside a verdict's lifetime, a time at or past the leaf's notAfter is verified again and has expired, as OpenSSL counts it")
+    func expiryInsideLifetime() throws {
+        let leaf = try #require(try TLSCertificate.pemCertificates(TestTLS.pki.bytes("server.pem")).first)
+        let notAfter = try #require(VerificationCache.seconds(X509_get0_notAfter(leaf.x509)))
+        let client = try TestTLS.clientContext()
+        #expect(throws: Never.self) { try Self.connect(client, time: notAfter - 300).verdict.get() }
+        #expect(throws: Never.self) { try Self.connect(client, time: notAfter - 1).verdict.get() }
+        #expect(client.verificationCache?.hits == 1, "a second before the end, the verdict stands")
+        #expect(throws: CertificateFailure.expired) { try Self.connect(client, time: notAfter).verdict.get() }
+        #expect(throws: CertificateFailure.expired) { try Self.connect(client, time: notAfter + 1).verdict.get() }
+        #expect(client.verificationCache?.hits == 1)
+    }
+
     @Test("a failure is not kept: the same chain verifies once the time is right")
     func failuresNotKept() throws {
         let client = try TestTLS.clientContext()
