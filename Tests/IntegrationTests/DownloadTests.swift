@@ -295,40 +295,36 @@ struct DownloadTests {
 
     @Test("under courierKeepsPartialDownloads, a full disk keeps what was written even when the body arrived whole before its one write failed")
     func fullDiskKeepsPartialOfLastWrite() async throws {
-        let probe = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("courier-download-probe")
-        try #require(FileManager.default.isExecutableFile(atPath: probe.path), "courier-download-probe is built with the tests")
         // 64 KiB fit in the writer's first 256 KiB chunk, so nothing is written before the task
         // completes; the 16 KiB file system then takes part of that one write.
-        let source = nginx.url("/files/64k.bin").absoluteString
-        let run = try await onOwnThread { try FullFileSystem.run(probe, ["--keep-partial", "--off-loop", source], size: 16 * 1024) }
-        #expect(run.status == 0, "\(run.stderr)")
-        let lines = run.stdout.split(separator: "\n")
-        #expect(lines.first?.hasPrefix("error \(URLError.Code.cannotWriteToFile.rawValue) ") == true, "\(run.stdout)")
-        #expect(run.stdout.contains(String(cString: strerror(ENOSPC))), "\(run.stdout)")
-        let partialSize = lines.dropFirst().first.flatMap { $0.hasPrefix("partial ") ? Int($0.dropFirst(8)) : nil }
-        #expect((partialSize ?? 0) > 0 && (partialSize ?? 0) < 64 * 1024, "the written part is kept: \(run.stdout)")
-        #expect(run.leftovers.count == 1, "the partial file stays where it was written: \(run.leftovers)")
+        try await expectPartialKeptOnFullDisk(["--off-loop", nginx.url("/files/64k.bin").absoluteString], received: 64 * 1024)
     }
 
     @Test("under courierKeepsPartialDownloads, a resumable download cut short keeps what was written when flushing its buffer fills the disk, and says the write failed")
     func fullDiskKeepsPartialOfResumableFailure() async throws {
-        let probe = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("courier-download-probe")
-        try #require(FileManager.default.isExecutableFile(atPath: probe.path), "courier-download-probe is built with the tests")
         // 40 KiB of a 64 KiB entity with a strong ETag, then a close: resume data is offered.
         // The 40 KiB wait in the file's buffer until the download stops, and flushing them
         // into a 16 KiB file system is the write that fails.
         let server = try ResumableServer(size: 64 * 1024)
         defer { server.stop() }
         server.cut(at: [40 * 1024], with: .close)
-        let source = server.url().absoluteString
-        let run = try await onOwnThread { try FullFileSystem.run(probe, ["--keep-partial", source], size: 16 * 1024) }
+        try await expectPartialKeptOnFullDisk([server.url().absoluteString], received: 40 * 1024)
+    }
+
+    /// Runs courier-download-probe with `--keep-partial` and `arguments` over a 16 KiB full file
+    /// system, and checks the outcome: `.cannotWriteToFile` for ENOSPC, and a partial file of
+    /// part of the `received` bytes, named in the error and left where it was written.
+    private func expectPartialKeptOnFullDisk(_ arguments: [String], received: Int) async throws {
+        let probe = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("courier-download-probe")
+        try #require(FileManager.default.isExecutableFile(atPath: probe.path), "courier-download-probe is built with the tests")
+        let run = try await onOwnThread { try FullFileSystem.run(probe, ["--keep-partial"] + arguments, size: 16 * 1024) }
         #expect(run.status == 0, "\(run.stderr)")
         let lines = run.stdout.split(separator: "\n")
         #expect(lines.first?.hasPrefix("error \(URLError.Code.cannotWriteToFile.rawValue) ") == true, "\(run.stdout)")
         #expect(run.stdout.contains(String(cString: strerror(ENOSPC))), "\(run.stdout)")
         let partialSize = lines.dropFirst().first.flatMap { $0.hasPrefix("partial ") ? Int($0.dropFirst(8)) : nil }
-        #expect((partialSize ?? 0) > 0 && (partialSize ?? 0) < 40 * 1024, "the written part is kept: \(run.stdout)")
-        #expect(run.leftovers.count == 1, "the partial file stays: \(run.leftovers)")
+        #expect((partialSize ?? 0) > 0 && (partialSize ?? 0) < received, "the written part is kept: \(run.stdout)")
+        #expect(run.leftovers.count == 1, "the partial file stays where it was written: \(run.leftovers)")
     }
 
     @Test("a directory where no file can be made fails the task with .cannotCreateFile", .exclusiveDownloadFiles)
