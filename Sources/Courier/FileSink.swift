@@ -318,12 +318,17 @@ final class FileSink: AsyncDelivering {
             var resumeData: Data?
             var partial: URL?
             if let file, error != nil, let recipe = outcome.resume?.recipe, file.failure == nil {
-                (resumeData, partial) = keep(file, rest: rest, recipe: recipe, handingOver: keepsPartial)
-                if keepsPartial, file.failure != nil { error = file.writeError(url: error?.failingURL ?? driver.currentURL) }
+                writeLast(rest, to: file)
+                // A last write that fails (the chunk, or the file's buffer flushed as it closes)
+                // leaves a file no offset describes: no resume data, but the caller may keep it.
+                if keepsPartial, file.failure != nil || !file.close() {
+                    (error, partial) = handOver(file, after: error, url: driver.currentURL)
+                } else {
+                    (resumeData, partial) = keep(file, recipe: recipe)
+                }
             } else if let file, error != nil, keepsPartial {
                 writeLast(rest, to: file)
-                if file.failure != nil { error = file.writeError(url: error?.failingURL ?? driver.currentURL) }
-                partial = file.handOver()
+                (error, partial) = handOver(file, after: error, url: driver.currentURL)
             } else if let file {
                 if error == nil { writeLast(rest, to: file) }
                 // What the loop wrote since the last report, and the last chunk.
@@ -335,8 +340,7 @@ final class FileSink: AsyncDelivering {
                 if error == nil, keepsPartial, !file.close() {
                     // The body arrived whole and its last write (or the close) failed: what was
                     // written stays for the caller, as it does when a write fails mid-body.
-                    error = file.writeError(url: driver.currentURL)
-                    partial = file.handOver()
+                    (error, partial) = handOver(file, after: error, url: driver.currentURL)
                 } else {
                     error = settle(file, error, url: driver.currentURL)
                 }
@@ -358,16 +362,11 @@ final class FileSink: AsyncDelivering {
         }
     }
 
-    /// Keeps the file of a download that stopped mid-body as a partial file, with the last
-    /// chunk written; its resume data and the kept file, or nils (and the file is gone) when it
-    /// could not be kept. When the last write fails (the chunk, or the file's buffer flushed as
-    /// it closes), the file cannot be resumed from; with `handingOver`
-    /// (``URLSessionConfiguration/courierKeepsPartialDownloads``) it is still handed over,
-    /// without resume data.
-    private func keep(_ file: DownloadFile, rest: Chunk?, recipe: ResumeOffer.Recipe, handingOver: Bool) -> (Data?, URL?) {
-        writeLast(rest, to: file)
+    /// Keeps the file of a download that stopped mid-body, its last chunk written, as a partial
+    /// file; its resume data and the kept file, or nils (and the file is gone) when it could not
+    /// be kept.
+    private func keep(_ file: DownloadFile, recipe: ResumeOffer.Recipe) -> (Data?, URL?) {
         let offset = state.withLock { $0.bytesWritten }
-        if handingOver, file.failure != nil || !file.close() { return (nil, file.handOver()) }
         guard file.failure == nil, let kept = file.keep() else {
             file.remove()
             return (nil, nil)
@@ -377,6 +376,14 @@ final class FileSink: AsyncDelivering {
             return (nil, nil)
         }
         return (data, kept)
+    }
+
+    /// Hands a download's file to the caller as its partial file
+    /// (``URLSessionConfiguration/courierKeepsPartialDownloads``): the error to report, a failed
+    /// write outranking `error`, and the file (nil when nothing was written).
+    private func handOver(_ file: DownloadFile, after error: URLError?, url: URL?) -> (URLError?, URL?) {
+        let reported = file.failure != nil ? file.writeError(url: error?.failingURL ?? url) : error
+        return (reported, file.handOver())
     }
 
     /// Writes the chunk the loop was filling when the task ended, and counts it.

@@ -47,15 +47,19 @@ public final class TLSCertificate: @unchecked Sendable, Hashable, CustomStringCo
     }
 
     /// The DER encoding.
-    public var derBytes: [UInt8] {
-        let length = i2d_X509(x509, nil)
-        guard length > 0 else { return [] }
-        var bytes = [UInt8](repeating: 0, count: Int(length))
-        bytes.withUnsafeMutableBufferPointer { buffer in
-            var pointer: UnsafeMutablePointer<UInt8>? = buffer.baseAddress
-            _ = i2d_X509(x509, &pointer)
+    public var derBytes: [UInt8] { Self.der(x509) ?? [] }
+
+    /// The DER encoding of an OpenSSL certificate; nil when it cannot be encoded.
+    static func der(_ x509: OpaquePointer) -> [UInt8]? {
+        let length = Int(i2d_X509(x509, nil))
+        guard length > 0 else { return nil }
+        var written: Int32 = 0
+        let bytes = [UInt8](unsafeUninitializedCapacity: length) { buffer, count in
+            var cursor = buffer.baseAddress
+            written = i2d_X509(x509, &cursor)
+            count = written == length ? length : 0
         }
-        return bytes
+        return written == length ? bytes : nil
     }
 
     /// The subject's common name, when it has one.

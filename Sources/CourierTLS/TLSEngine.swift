@@ -123,13 +123,12 @@ public final class TLSEngine {
         switch role {
         case .client:
             SSL_set_connect_state(ssl)
-            let bare = verifiedName
-            if SocketAddressCheck.isIPAddress(bare) == false {
-                _ = bare.withCString { courier_SSL_set_tlsext_host_name(ssl, $0) }
+            if SocketAddressCheck.isIPAddress(verifiedName) == false {
+                _ = verifiedName.withCString { courier_SSL_set_tlsext_host_name(ssl, $0) }
             }
             let parameters = SSL_get0_param(ssl)
             X509_VERIFY_PARAM_set_time(parameters, time_t(verificationTime))
-            TrustEvaluation.configureHostCheck(parameters, bare)
+            TrustEvaluation.configureHostCheck(parameters, verifiedName)
             SSL_set_verify(ssl, SSL_VERIFY_NONE, nil)
             if let session { SSL_set_session(ssl, session.session) }
             if let applicationProtocols {

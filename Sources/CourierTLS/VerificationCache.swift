@@ -41,20 +41,24 @@ final class VerificationCache: @unchecked Sendable {
         }
     }
 
-    private let verdicts = Mutex<[Verdict]>([])
-    /// How many verifications the cache answered (tests read it).
-    private let answered = Mutex(0)
+    private struct State {
+        var verdicts: [Verdict] = []
+        /// How many verifications the cache answered (tests read it).
+        var hits = 0
+    }
 
-    var hits: Int { answered.withLock { $0 } }
+    private let state = Mutex(State())
+
+    var hits: Int { state.withLock { $0.hits } }
     /// How many verdicts it keeps.
-    var count: Int { verdicts.withLock { $0.count } }
+    var count: Int { state.withLock { $0.verdicts.count } }
 
     /// OpenSSL's verification of the chain in `storeContext` for `name` at `time`, or the kept
     /// verdict for it: 1 when the chain verified, else 0 with the reason in the store context,
     /// as `X509_verify_cert` returns.
     func verify(_ storeContext: OpaquePointer, name: String, time: Int64) -> Int32 {
         let presented = Self.presented(storeContext)
-        if let presented, let chain = verdicts.withLock({ $0.last { $0.answers(name: name, presented: presented, time: time) }?.chain }) {
+        if let presented, let chain = state.withLock({ $0.verdicts.last { $0.answers(name: name, presented: presented, time: time) }?.chain }) {
             // The store context owns the stack it is given, and frees it with its certificates.
             // A stack that could not take every certificate is dropped, and the chain verified.
             if let stack = courier_sk_X509_new_null() {
@@ -69,7 +73,7 @@ final class VerificationCache: @unchecked Sendable {
                 if whole {
                     X509_STORE_CTX_set0_verified_chain(storeContext, stack)
                     X509_STORE_CTX_set_error(storeContext, X509_V_OK)
-                    answered.withLock { $0 += 1 }
+                    state.withLock { $0.hits += 1 }
                     return 1
                 }
                 courier_sk_X509_pop_free(stack)
@@ -89,38 +93,29 @@ final class VerificationCache: @unchecked Sendable {
             validUntil = min(validUntil, end)
         }
         let verdict = Verdict(name: name, presented: presented, chain: chain, verifiedAt: time, validFrom: validFrom, validUntil: validUntil)
-        verdicts.withLock { verdicts in
-            verdicts.removeAll { $0.name == name && $0.presented == presented }
-            if verdicts.count >= Self.capacity { verdicts.removeFirst(verdicts.count - Self.capacity + 1) }
-            verdicts.append(verdict)
+        state.withLock { state in
+            state.verdicts.removeAll { $0.name == name && $0.presented == presented }
+            if state.verdicts.count >= Self.capacity { state.verdicts.removeFirst(state.verdicts.count - Self.capacity + 1) }
+            state.verdicts.append(verdict)
         }
         return result
     }
 
-    /// The DER of the certificate under verification, then of every certificate the server
-    /// sent (libssl passes the leaf in both); nil when one cannot be encoded.
+    /// The DER of the certificate under verification, then of the other certificates the
+    /// server sent (libssl passes the leaf among them too: it is encoded once); nil when one
+    /// cannot be encoded.
     private static func presented(_ storeContext: OpaquePointer) -> [[UInt8]]? {
-        guard let leaf = X509_STORE_CTX_get0_cert(storeContext), let first = der(leaf) else { return nil }
+        guard let leaf = X509_STORE_CTX_get0_cert(storeContext), let first = TLSCertificate.der(leaf) else { return nil }
         var encoded = [first]
         if let sent = X509_STORE_CTX_get0_untrusted(storeContext) {
             for index in 0..<courier_sk_X509_num(sent) {
-                guard let certificate = courier_sk_X509_value(sent, index), let bytes = der(certificate) else { return nil }
+                guard let certificate = courier_sk_X509_value(sent, index) else { return nil }
+                if certificate == leaf { continue }
+                guard let bytes = TLSCertificate.der(certificate) else { return nil }
                 encoded.append(bytes)
             }
         }
         return encoded
-    }
-
-    private static func der(_ certificate: OpaquePointer) -> [UInt8]? {
-        let length = Int(i2d_X509(certificate, nil))
-        guard length > 0 else { return nil }
-        var written: Int32 = 0
-        let bytes = [UInt8](unsafeUninitializedCapacity: length) { buffer, count in
-            var cursor = buffer.baseAddress
-            written = i2d_X509(certificate, &cursor)
-            count = written == length ? length : 0
-        }
-        return written == length ? bytes : nil
     }
 
     /// An ASN.1 time as seconds since 1970.
