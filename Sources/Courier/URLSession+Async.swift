@@ -39,18 +39,21 @@ extension URLSession {
         try await runDownload(resumedDownloadTask(resumeData, delivery: .async), delegate: delegate)
     }
 
+    @inline(__always)
     private func runDownload(_ task: URLSessionTask, delegate: (any URLSessionTaskDelegate)?) async throws -> (URL, URLResponse) {
         let (payload, response) = try await load(task, delegate: delegate)
         guard case .file(let location) = payload else { preconditionFailure("a download task returns a file") }
         return (location, response)
     }
 
+    @inline(__always)
     private func run(_ task: URLSessionTask, delegate: (any URLSessionTaskDelegate)?) async throws -> (Data, URLResponse) {
         let (payload, response) = try await load(task, delegate: delegate)
         guard case .data(let data) = payload else { preconditionFailure("a data task returns its body") }
         return (data, response)
     }
 
+    @inline(__always)
     private func load(_ task: URLSessionTask, delegate: (any URLSessionTaskDelegate)?) async throws -> (TaskPayload, URLResponse) {
         // An async task's sink is made to answer it (Delivery.async).
         guard let sink = task.driver.asyncSink else {
