@@ -227,7 +227,8 @@ final class BackgroundLink: @unchecked Sendable {
         var adopted: [Int] = []
         session.registry.withLock { registry in
             registry.nextTaskIdentifier = max(registry.nextTaskIdentifier, lastTaskIdentifier + 1)
-            for wire in tasks where registry.tasks[wire.id] == nil {
+            // Task identifiers start at 1: a lower one is not a task this session could have made.
+            for wire in tasks where wire.id > 0 && registry.tasks[wire.id] == nil {
                 registry.nextTaskIdentifier = max(registry.nextTaskIdentifier, wire.id + 1)
                 let request = wire.request.urlRequest
                 let task: URLSessionTask = switch wire.kind {

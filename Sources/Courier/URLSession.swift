@@ -1,3 +1,4 @@
+import CourierCore
 import CourierPolicies
 import CourierReactor
 import CourierSync
@@ -40,7 +41,7 @@ open class URLSession: NSObject, @unchecked Sendable {
 
     /// Tasks and invalidation; guarded by the mutex.
     struct Registry {
-        var tasks: [Int: URLSessionTask] = [:]
+        var tasks = SlotTable<Int, URLSessionTask>()
         var nextTaskIdentifier = 1
         var delegate: (any URLSessionDelegate)?
         var invalidation = Invalidation.none

@@ -11,9 +11,9 @@ import CourierCore
 /// stalling the others. Server push is disabled.
 public final class HTTP2ClientSession {
     /// Per-stream bookkeeping for the response.
-    /// A stream's state. A class, changed in place where the dictionary holds it: changing a
-    /// struct value in a dictionary goes through the dictionary's modify accessors, whose
-    /// frames are too large for their inline buffer here, a malloc for each (six a request).
+    /// A stream's state. A class, changed in place where the table holds it: a struct would be
+    /// taken out and put back for each change (in the dictionary that held streams before the
+    /// table, through modify accessors whose frames took a malloc each, six a request).
     final class StreamState {
         /// The header block being received: its regular fields, names already in canonical
         /// case, laid out for ``HTTPFields/init(validatedStorage:locations:)``.
@@ -32,9 +32,9 @@ public final class HTTP2ClientSession {
     public let configuration: HTTP2Configuration
     @exclusivity(unchecked) public weak var delegate: HTTP2SessionDelegate?
     @exclusivity(unchecked) var session: OpaquePointer!
-    @exclusivity(unchecked) var streams: [Int32: StreamState] = [:]
+    @exclusivity(unchecked) var streams = SlotTable<Int32, StreamState>(step: 2)
     /// The stream the last lookup found (``state(of:)``): a header block's callbacks, one a
-    /// field, come one after another for one stream, and each lookup hashed the id.
+    /// field, come one after another for one stream, and a compare is cheaper than a probe.
     @exclusivity(unchecked) private var lastFound: (id: Int32, state: StreamState)?
     /// The buffer a request's header block is written into, and its nv array
     /// (``submitValidatedRequest(_:body:)``); kept between requests.

@@ -54,7 +54,7 @@ extension HTTP2Connection {
     static let stashSlice = 256 * 1024
 
     func setReadingPaused(_ paused: Bool, for exchange: HTTPExchange) {
-        guard let streamID = streamsByExchange[ObjectIdentifier(exchange)], let current = streams[streamID] else { return }
+        guard let streamID = streamID(of: exchange), let current = streams[streamID] else { return }
         guard current.paused != paused else { return }
         current.paused = paused
         current.lastActivity = .now

@@ -19,7 +19,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     }
 
     /// One stream's state. A class: it is updated for every frame, and a struct would be
-    /// copied out of the dictionary and back each time (its stash with it).
+    /// copied out of the table and back each time (its stash with it).
     final class Stream {
         let exchange: HTTPExchange
         @exclusivity(unchecked) var metrics: ExchangeMetrics
@@ -101,8 +101,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     // the extensions in HTTP2Connection+Timers.swift and +Stash.swift; loop only, like all of
     // the connection.
     @exclusivity(unchecked) var session: HTTP2ClientSession!
-    @exclusivity(unchecked) var streams: [Int32: Stream] = [:]
-    @exclusivity(unchecked) var streamsByExchange: [ObjectIdentifier: Int32] = [:]
+    @exclusivity(unchecked) var streams = SlotTable<Int32, Stream>(step: 2)
     @exclusivity(unchecked) private var outgoing = ByteBuffer()
     @exclusivity(unchecked) private var streamsCarried = 0
     @exclusivity(unchecked) private(set) var isClosed = false
@@ -215,7 +214,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         }
         if case .none = source { metrics.requestEnd = .now }
         streams[streamID] = Stream(exchange: exchange, metrics: metrics, body: source, lastActivity: .now, window: streamWindow)
-        streamsByExchange[ObjectIdentifier(exchange)] = streamID
+        exchange.http2StreamID = streamID
         if !session.canOpenStream { retireFromPool() }
         armTimeout(request.idleTimeout, deadline: request.deadline)
         if pausedEarly { setReadingPaused(true, for: exchange) }
@@ -226,8 +225,16 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         }
     }
 
+    /// The open stream carrying `exchange` (a cancel, a reader's pause or resume): the id the
+    /// exchange keeps, when this connection's record of that stream names it.
+    func streamID(of exchange: HTTPExchange) -> Int32? {
+        let streamID = exchange.http2StreamID
+        guard streamID > 0, streams[streamID]?.exchange === exchange else { return nil }
+        return streamID
+    }
+
     func cancel(_ exchange: HTTPExchange) {
-        guard let streamID = streamsByExchange[ObjectIdentifier(exchange)] else { return }
+        guard let streamID = streamID(of: exchange) else { return }
         finishStream(streamID, .failure(.cancelled))
         session.cancelStream(streamID)
         flush()
@@ -380,7 +387,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     // MARK: HTTP2SessionDelegate
 
     func http2Stream(_ streamID: Int32, didReceiveHead head: HTTPResponseHead) {
-        // One lookup: the stream is a class, changed where the dictionary holds it.
+        // One lookup: the stream is a class, changed where the table holds it.
         guard let current = streams[streamID] else { return }
         current.receivedResponseBytes = true
         current.lastActivity = .now
@@ -504,7 +511,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
 
     private func dropStream(_ streamID: Int32) {
         guard let current = streams.removeValue(forKey: streamID) else { return }
-        streamsByExchange[ObjectIdentifier(current.exchange)] = nil
+        if current.exchange.http2StreamID == streamID { current.exchange.http2StreamID = 0 }
         // Bytes stashed for a paused stream were never credited: give them back to the
         // connection window, or a few abandoned paused streams would stall every other one.
         if current.stash.waiting > 0 { session.consume(streamID: streamID, count: current.stash.waiting) }

@@ -70,6 +70,10 @@ public final class HTTPExchange: Sendable {
     let state = Mutex(State())
     /// When the exchange entered the transport; loop threads add the rest.
     let createdAt = MonotonicInstant.now
+    /// The HTTP/2 stream that carries the exchange, 0 when none: written and read only on the
+    /// loop of the `HTTP2Connection` that opened the stream, which trusts it only when that
+    /// stream's record names this exchange (a cancel or a pause finds the stream by it).
+    nonisolated(unsafe) var http2StreamID: Int32 = 0
 
     init(request: TransportRequest, delegate: HTTPExchangeDelegate) {
         self.request = request
