@@ -285,7 +285,7 @@ open class URLSession: NSObject, @unchecked Sendable {
         guard !isShared else { return }
         let tasks = registry.withLock { registry -> [URLSessionTask] in
             if registry.invalidation == .none { registry.invalidation = .finishing }
-            return Array(registry.tasks.values)
+            return registry.tasks.values
         }
         for task in tasks { task.cancel() }
         if tasks.isEmpty { invalidate() }

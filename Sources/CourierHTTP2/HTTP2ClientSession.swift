@@ -33,9 +33,6 @@ public final class HTTP2ClientSession {
     @exclusivity(unchecked) public weak var delegate: HTTP2SessionDelegate?
     @exclusivity(unchecked) var session: OpaquePointer!
     @exclusivity(unchecked) var streams = SlotTable<Int32, StreamState>(step: 2)
-    /// The stream the last lookup found (``state(of:)``): a header block's callbacks, one a
-    /// field, come one after another for one stream, and a compare is cheaper than a probe.
-    @exclusivity(unchecked) private var lastFound: (id: Int32, state: StreamState)?
     /// The buffer a request's header block is written into, and its nv array
     /// (``submitValidatedRequest(_:body:)``); kept between requests.
     @exclusivity(unchecked) private var blockScratch: [UInt8] = []
@@ -194,7 +191,6 @@ public final class HTTP2ClientSession {
         if blockScratch.count > Self.keptBlockLimit { blockScratch = [] }
         guard streamID > 0 else { throw .streamUnavailable(String(cString: nghttp2_strerror(streamID))) }
         streams[streamID] = StreamState()
-        if lastFound?.id == streamID { lastFound = nil }
         return streamID
     }
 
@@ -334,16 +330,8 @@ public final class HTTP2ClientSession {
 
     // MARK: Callback bodies
 
-    /// The state of `streamID`, nil when it is not open.
-    private func state(of streamID: Int32) -> StreamState? {
-        if let lastFound, lastFound.id == streamID { return lastFound.state }
-        guard let state = streams[streamID] else { return nil }
-        lastFound = (streamID, state)
-        return state
-    }
-
     func beginHeaders(_ streamID: Int32) {
-        guard let state = state(of: streamID) else { return }
+        guard let state = streams[streamID] else { return }
         Self.restartBlock(state)
     }
 
@@ -362,7 +350,7 @@ public final class HTTP2ClientSession {
     /// Returns false to reset the stream (header list too large).
     func header(_ streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
         // One lookup a field: the state is changed in place.
-        guard let state = state(of: streamID) else { return true }
+        guard let state = streams[streamID] else { return true }
         return Self.collect(name: name, value: value, into: state, limit: configuration.maxHeaderListSize)
     }
 
@@ -413,7 +401,7 @@ public final class HTTP2ClientSession {
         let endStream = flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
         switch type {
         case Int(NGHTTP2_HEADERS.rawValue):
-            guard let state = state(of: streamID) else { return }
+            guard let state = streams[streamID] else { return }
             if endStream { state.endStreamReceived = true }
             // The collected block moves into the head or trailers whole, without a copy.
             let fields = HTTPFields(validatedStorage: state.fieldBytes, locations: state.fieldLocations)
@@ -423,7 +411,7 @@ public final class HTTP2ClientSession {
             state.status = nil
             headerBlockComplete(streamID, fields, status: status, hadHead: state.headDelivered)
         case Int(NGHTTP2_DATA.rawValue):
-            if endStream, let state = state(of: streamID) { state.endStreamReceived = true }
+            if endStream, let state = streams[streamID] { state.endStreamReceived = true }
         case Int(NGHTTP2_RST_STREAM.rawValue):
             if let state = streams[streamID] { state.peerResetCode = courier_nghttp2_rst_stream_error_code(frame) }
         case Int(NGHTTP2_SETTINGS.rawValue):
@@ -456,7 +444,7 @@ public final class HTTP2ClientSession {
                 delegate?.http2Stream(streamID, didReceiveInformationalHead: head)
                 return
             }
-            if let state = state(of: streamID) { state.headDelivered = true }
+            if let state = streams[streamID] { state.headDelivered = true }
             delegate?.http2Stream(streamID, didReceiveHead: head)
         } else if hadHead {
             delegate?.http2Stream(streamID, didReceiveTrailers: fields)
@@ -469,7 +457,6 @@ public final class HTTP2ClientSession {
 
     func streamClosed(_ streamID: Int32, errorCode: UInt32) {
         guard let state = streams.removeValue(forKey: streamID) else { return }
-        if lastFound?.id == streamID { lastFound = nil }
         let error: HTTP2StreamError?
         if state.cancelledLocally {
             error = .cancelled

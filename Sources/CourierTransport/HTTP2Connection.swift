@@ -381,7 +381,7 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
 
     private func failAll(_ error: TransportError) {
         isRetiring = true
-        for streamID in Array(streams.keys) { finishStream(streamID, .failure(error)) }
+        for streamID in streams.keys { finishStream(streamID, .failure(error)) }
     }
 
     // MARK: HTTP2SessionDelegate
