@@ -91,8 +91,13 @@ public final class HTTP2ClientSession {
         courier_h2_pool_destroy(memoryPool)
     }
 
-    static func from(_ userData: UnsafeMutableRawPointer?) -> HTTP2ClientSession {
-        Unmanaged<HTTP2ClientSession>.fromOpaque(userData!).takeUnretainedValue()
+    /// Calls `body` with the session an nghttp2 callback's `userData` points at, borrowed: the
+    /// session owns the nghttp2 session that is calling, so it outlives the call, and taking
+    /// it as a strong reference would cost a retain and a release for each callback (about a
+    /// dozen a response: one for each field, frame and stream end).
+    @inline(__always)
+    static func with<Result>(_ userData: UnsafeMutableRawPointer?, _ body: (HTTP2ClientSession) -> Result) -> Result {
+        Unmanaged<HTTP2ClientSession>.fromOpaque(userData!)._withUnsafeGuaranteedRef(body)
     }
 
     // MARK: Bytes in and out
@@ -509,52 +514,56 @@ public final class HTTP2ClientSession {
 
 private let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, userData in
     guard let frame else { return 0 }
-    HTTP2ClientSession.from(userData).beginHeaders(courier_nghttp2_frame_stream_id(frame))
+    HTTP2ClientSession.with(userData) { $0.beginHeaders(courier_nghttp2_frame_stream_id(frame)) }
     return 0
 }
 
 private let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, userData in
     guard let frame, let name, let value else { return 0 }
-    let accepted = HTTP2ClientSession.from(userData).header(
-        courier_nghttp2_frame_stream_id(frame),
-        name: UnsafeBufferPointer(start: name, count: nameLength),
-        value: UnsafeBufferPointer(start: value, count: valueLength)
-    )
+    let accepted = HTTP2ClientSession.with(userData) {
+        $0.header(
+            courier_nghttp2_frame_stream_id(frame),
+            name: UnsafeBufferPointer(start: name, count: nameLength),
+            value: UnsafeBufferPointer(start: value, count: valueLength)
+        )
+    }
     return accepted ? 0 : Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
 }
 
 private let onFrameReceived: nghttp2_on_frame_recv_callback = { _, frame, userData in
     guard let frame else { return 0 }
-    HTTP2ClientSession.from(userData).frameReceived(frame)
+    HTTP2ClientSession.with(userData) { $0.frameReceived(frame) }
     return 0
 }
 
 private let onDataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, streamID, data, length, userData in
     guard let data else { return 0 }
-    HTTP2ClientSession.from(userData).dataChunk(streamID, UnsafeRawBufferPointer(start: data, count: length))
+    HTTP2ClientSession.with(userData) { $0.dataChunk(streamID, UnsafeRawBufferPointer(start: data, count: length)) }
     return 0
 }
 
 private let onStreamClose: nghttp2_on_stream_close_callback = { _, streamID, errorCode, userData in
-    HTTP2ClientSession.from(userData).streamClosed(streamID, errorCode: errorCode)
+    HTTP2ClientSession.with(userData) { $0.streamClosed(streamID, errorCode: errorCode) }
     return 0
 }
 
 private let onFrameSent: nghttp2_on_frame_send_callback = { _, frame, userData in
     guard let frame, Int(courier_nghttp2_frame_type(frame)) == Int(NGHTTP2_GOAWAY.rawValue) else { return 0 }
     let code = courier_nghttp2_goaway_error_code(frame)
-    if code != HTTP2ErrorCode.noError { HTTP2ClientSession.from(userData).sentGoAwayError = code }
+    if code != HTTP2ErrorCode.noError { HTTP2ClientSession.with(userData) { $0.sentGoAwayError = code } }
     return 0
 }
 
 private let onError: nghttp2_error_callback2 = { _, _, message, length, userData in
     guard let message else { return 0 }
     let text = UnsafeRawBufferPointer(start: message, count: length)
-    HTTP2ClientSession.from(userData).lastErrorMessage = String(decoding: text, as: UTF8.self)
+    HTTP2ClientSession.with(userData) { $0.lastErrorMessage = String(decoding: text, as: UTF8.self) }
     return 0
 }
 
 private let readBodyCallback: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, userData in
     guard let buffer, let flags else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
-    return HTTP2ClientSession.from(userData).readBody(streamID, into: UnsafeMutableRawBufferPointer(start: buffer, count: length), flags: flags)
+    return HTTP2ClientSession.with(userData) {
+        $0.readBody(streamID, into: UnsafeMutableRawBufferPointer(start: buffer, count: length), flags: flags)
+    }
 }
