@@ -122,8 +122,8 @@ final class ExchangeWorker: HTTPExchangeDelegate, LoadWorker, @unchecked Sendabl
                 state.stats.record(latencyFrom: intended ?? metrics.fetchStart ?? end, to: end)
             }
             state.stats.bytes += metrics.responseBodyBytesReceived
-            if let port = metrics.localAddress?.port { state.stats.localPorts.insert(port) }
-            if let name = metrics.networkProtocolName { state.stats.protocols.insert(name) }
+            if let port = metrics.localAddress?.port { state.stats.noteLocalPort(port) }
+            if let name = metrics.networkProtocolName { state.stats.noteProtocol(name) }
             state.running -= 1
         }
         fill()

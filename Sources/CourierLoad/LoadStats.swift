@@ -23,7 +23,24 @@ struct LoadStats: Sendable {
     var connectionsOpened = 0
     var protocols: Set<String> = []
 
+    /// The last port and protocol noted, which a run on few connections repeats for nearly
+    /// every request: compared before the sets are touched, which hash what they are given.
+    private var lastPort: UInt16?
+    private var lastProtocol: String?
+
     var failed: Int { errors.values.reduce(0, +) }
+
+    mutating func noteLocalPort(_ port: UInt16) {
+        guard port != lastPort else { return }
+        lastPort = port
+        localPorts.insert(port)
+    }
+
+    mutating func noteProtocol(_ name: String) {
+        guard name != lastProtocol else { return }
+        lastProtocol = name
+        protocols.insert(name)
+    }
 
     mutating func record(latencyFrom start: MonotonicInstant, to end: MonotonicInstant) {
         let nanoseconds = UInt64(max(0, end.nanoseconds &- start.nanoseconds))
