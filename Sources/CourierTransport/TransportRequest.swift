@@ -197,7 +197,6 @@ public struct TransportRequest: Sendable {
     }
 
     private var storage: Storage
-    private var packedDeadline: PackedInstant
 
     /// The box, copied first when another request shares it.
     private mutating func unique() -> Storage {
@@ -240,10 +239,7 @@ public struct TransportRequest: Sendable {
         set { unique().idleTimeout = newValue }
     }
     /// When the whole transfer must be over (the resource timeout); nil for none.
-    public var deadline: MonotonicInstant? {
-        get { packedDeadline.wrappedValue }
-        set { packedDeadline.wrappedValue = newValue }
-    }
+    @PackedInstant public var deadline: MonotonicInstant?
     /// Whether to record the timings of ``ExchangeMetrics`` and the connection's details
     /// (addresses, TLS version and cipher suite, proxy); byte counts, the protocol name and
     /// reuse are always recorded. Off saves a clock read per step and the details' copies
@@ -307,7 +303,7 @@ public struct TransportRequest: Sendable {
             origin: origin, head: head, body: body, idleTimeout: idleTimeout,
             proxy: proxy, tunnelAuthorization: tunnelAuthorization, upgrades: upgrades
         )
-        packedDeadline = PackedInstant(wrappedValue: deadline)
+        self.deadline = deadline
     }
 }
 
