@@ -33,6 +33,15 @@ public final class HTTP2ClientSession {
     @exclusivity(unchecked) public weak var delegate: HTTP2SessionDelegate?
     @exclusivity(unchecked) var session: OpaquePointer!
     @exclusivity(unchecked) var streams = SlotTable<Int32, StreamState>(step: 2)
+    /// The stream whose header block is being received. A block's fields arrive one after
+    /// another with no other stream's between them (its CONTINUATION frames follow its HEADERS,
+    /// RFC 9113 section 4.3), so the block's callbacks find the stream here instead of in the
+    /// table: one lookup a block rather than one a field. Set by ``beginHeaders(_:)``, cleared
+    /// when the block or the stream ends. Not retained: the table holds the state until the
+    /// stream closes, and the close clears this first.
+    @exclusivity(unchecked) private var blockStream: Unmanaged<StreamState>?
+    /// The stream of ``blockStream`` (0, which no response uses, when there is none).
+    @exclusivity(unchecked) private var blockStreamID: Int32 = 0
     /// The buffer a request's header block is written into, and its nv array
     /// (``submitValidatedRequest(_:body:)``); kept between requests.
     @exclusivity(unchecked) private var blockScratch: [UInt8] = []
@@ -336,8 +345,18 @@ public final class HTTP2ClientSession {
     // MARK: Callback bodies
 
     func beginHeaders(_ streamID: Int32) {
-        guard let state = streams[streamID] else { return }
+        guard let state = streams[streamID] else {
+            endBlock()
+            return
+        }
+        blockStream = Unmanaged.passUnretained(state)
+        blockStreamID = streamID
         Self.restartBlock(state)
+    }
+
+    private func endBlock() {
+        blockStream = nil
+        blockStreamID = 0
     }
 
     private static func restartBlock(_ state: StreamState) {
@@ -354,9 +373,14 @@ public final class HTTP2ClientSession {
 
     /// Returns false to reset the stream (header list too large).
     func header(_ streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
-        // One lookup a field: the state is changed in place.
+        // The state is changed in place, found without a lookup (or a retain) when the block's
+        // start kept it.
+        let limit = configuration.maxHeaderListSize
+        if streamID == blockStreamID, let block = blockStream {
+            return block._withUnsafeGuaranteedRef { Self.collect(name: name, value: value, into: $0, limit: limit) }
+        }
         guard let state = streams[streamID] else { return true }
-        return Self.collect(name: name, value: value, into: state, limit: configuration.maxHeaderListSize)
+        return Self.collect(name: name, value: value, into: state, limit: limit)
     }
 
     private static func collect(
@@ -370,7 +394,7 @@ public final class HTTP2ClientSession {
         }
         if name.first == UInt8(ascii: ":") {
             // nghttp2 has checked the pseudo-fields: only :status reaches a client.
-            if name.elementsEqual(":status".utf8) { state.status = decimal(value) }
+            if isStatusName(name) { state.status = decimal(value) }
             return true
         }
         appendField(name: name, value: value, to: state)
@@ -386,6 +410,16 @@ public final class HTTP2ClientSession {
         let valueStart = state.fieldBytes.count
         state.fieldBytes.append(contentsOf: value)
         state.fieldLocations.append(HTTPFields.Location(name: nameStart..<valueStart, value: valueStart..<state.fieldBytes.count))
+    }
+
+    /// True when `name` is `:status` (pseudo-field names arrive in lower case).
+    private static func isStatusName(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard name.count == 7, let base = name.baseAddress else { return false }
+        // ":status" as seven bytes of a little-endian word, the eighth zero.
+        let expected: UInt64 = 0x0073_7574_6174_733A
+        var word: UInt64 = 0
+        withUnsafeMutableBytes(of: &word) { $0.copyMemory(from: UnsafeRawBufferPointer(start: base, count: 7)) }
+        return UInt64(littleEndian: word) == expected
     }
 
     /// The value of a `:status` field, or nil when it is not a decimal number.
@@ -406,7 +440,9 @@ public final class HTTP2ClientSession {
         let endStream = flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
         switch type {
         case Int(NGHTTP2_HEADERS.rawValue):
-            guard let state = streams[streamID] else { return }
+            let kept = streamID == blockStreamID ? blockStream?.takeUnretainedValue() : nil
+            endBlock()
+            guard let state = kept ?? streams[streamID] else { return }
             if endStream { state.endStreamReceived = true }
             // The collected block moves into the head or trailers whole, without a copy.
             let fields = HTTPFields(validatedStorage: state.fieldBytes, locations: state.fieldLocations)
@@ -414,7 +450,7 @@ public final class HTTP2ClientSession {
             state.fieldBytes = []
             state.fieldLocations = []
             state.status = nil
-            headerBlockComplete(streamID, fields, status: status, hadHead: state.headDelivered)
+            headerBlockComplete(streamID, state, fields, status: status)
         case Int(NGHTTP2_DATA.rawValue):
             if endStream, let state = streams[streamID] { state.endStreamReceived = true }
         case Int(NGHTTP2_RST_STREAM.rawValue):
@@ -441,7 +477,7 @@ public final class HTTP2ClientSession {
     }
 
     /// A complete header block: an interim or the final response head, or trailers.
-    private func headerBlockComplete(_ streamID: Int32, _ fields: HTTPFields, status: Int?, hadHead: Bool) {
+    private func headerBlockComplete(_ streamID: Int32, _ state: StreamState, _ fields: HTTPFields, status: Int?) {
         if let status {
             var head = HTTPResponseHead(version: .http2, status: status)
             head.fields = fields
@@ -449,9 +485,9 @@ public final class HTTP2ClientSession {
                 delegate?.http2Stream(streamID, didReceiveInformationalHead: head)
                 return
             }
-            if let state = streams[streamID] { state.headDelivered = true }
+            state.headDelivered = true
             delegate?.http2Stream(streamID, didReceiveHead: head)
-        } else if hadHead {
+        } else if state.headDelivered {
             delegate?.http2Stream(streamID, didReceiveTrailers: fields)
         }
     }
@@ -461,6 +497,7 @@ public final class HTTP2ClientSession {
     }
 
     func streamClosed(_ streamID: Int32, errorCode: UInt32) {
+        if streamID == blockStreamID { endBlock() }
         guard let state = streams.removeValue(forKey: streamID) else { return }
         let error: HTTP2StreamError?
         if state.cancelledLocally {

@@ -175,6 +175,35 @@ struct HTTP2SessionTests {
         }
     }
 
+    @Test("concurrent streams' header blocks, heads and trailers, each reach their own stream with their own fields")
+    func headerBlocksPerStream() throws {
+        let link = try Link()
+        var streams: [Int32] = []
+        for index in 0..<40 { streams.append(try link.get("/\(index)")) }
+        try link.pump()
+        // Responses in an order unlike the requests', some with an interim head first, some
+        // with trailers, so that blocks of different streams follow one another.
+        for (index, stream) in streams.enumerated().reversed() {
+            if index % 5 == 0 { link.server.sendInterim(stream, status: 103) }
+            let fields = (0..<(index % 7 + 1)).map { ("x-field-\($0)", "stream \(stream) field \($0)") }
+            link.server.respond(
+                stream, status: 200 + index % 4, headers: fields, body: [UInt8](repeating: UInt8(index), count: 100),
+                trailers: index % 3 == 0 ? [("x-trailer", "end of \(stream)")] : []
+            )
+        }
+        try link.pump()
+        for (index, stream) in streams.enumerated() {
+            let head = link.recorder.heads[stream]
+            #expect(head?.status == 200 + index % 4)
+            #expect(head?.fields.count == index % 7 + 1)
+            for field in 0..<(index % 7 + 1) {
+                #expect(head?.fields.first("X-Field-\(field)") == "stream \(stream) field \(field)")
+            }
+            #expect(link.recorder.trailers[stream]?.first("X-Trailer") == (index % 3 == 0 ? "end of \(stream)" : nil))
+            #expect(link.recorder.closed[stream] == .some(nil))
+        }
+    }
+
     @Test("a stream left unconsumed stalls at its window while another completes; consuming resumes it")
     func flowControl() throws {
         var configuration = HTTP2Configuration()
