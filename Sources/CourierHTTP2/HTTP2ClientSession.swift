@@ -15,9 +15,8 @@ public final class HTTP2ClientSession {
     /// taken out and put back for each change (in the dictionary that held streams before the
     /// table, through modify accessors whose frames took a malloc each, six a request).
     final class StreamState {
-        /// The header block being received: its regular fields, names already in canonical
-        /// case, laid out for ``HTTPFields/init(validatedStorage:locations:)``.
-        @exclusivity(unchecked) var fieldBytes: [UInt8] = []
+        /// Where the fields of the header block being received lie in the session's
+        /// ``blockBytes``, laid out for ``HTTPFields/init(validatedStorage:locations:)``.
         @exclusivity(unchecked) var fieldLocations: [HTTPFields.Location] = []
         /// The block's `:status`, when it had one.
         @exclusivity(unchecked) var status: Int?
@@ -42,6 +41,14 @@ public final class HTTP2ClientSession {
     @exclusivity(unchecked) private var blockStream: Unmanaged<StreamState>?
     /// The stream of ``blockStream`` (0, which no response uses, when there is none).
     @exclusivity(unchecked) private var blockStreamID: Int32 = 0
+    /// The bytes of the header block being received: its regular fields, names already in
+    /// canonical case, written from offset 0 up to ``blockEnd``. One buffer serves every block
+    /// of the connection, since blocks never interleave; each field is copied in with two
+    /// `memcpy`s, and the block's bytes are copied out once, to an array of their own size,
+    /// when it ends. Its size only grows, and it is dropped when a block leaves it larger than
+    /// ``keptBlockLimit``.
+    @exclusivity(unchecked) private var blockBytes: [UInt8] = []
+    @exclusivity(unchecked) private var blockEnd = 0
     /// The buffer a request's header block is written into, and its nv array
     /// (``submitValidatedRequest(_:body:)``); kept between requests.
     @exclusivity(unchecked) private var blockScratch: [UInt8] = []
@@ -210,7 +217,7 @@ public final class HTTP2ClientSession {
 
     /// The bytes of the four pseudo-field names a request carries.
     private static let pseudoNameBytes = ":method:scheme:authority:path".utf8.count
-    /// The largest header-block buffer a session keeps between requests.
+    /// The largest header-block buffer (a request's or a response's) a session keeps between blocks.
     private static let keptBlockLimit = 16 * 1024
 
     /// Writes a request's header block as nghttp2 takes it: every name and value in one buffer,
@@ -351,23 +358,20 @@ public final class HTTP2ClientSession {
         }
         blockStream = Unmanaged.passUnretained(state)
         blockStreamID = streamID
-        Self.restartBlock(state)
-    }
-
-    private func endBlock() {
-        blockStream = nil
-        blockStreamID = 0
-    }
-
-    private static func restartBlock(_ state: StreamState) {
-        state.fieldBytes.removeAll(keepingCapacity: true)
         state.fieldLocations.removeAll(keepingCapacity: true)
         state.status = nil
         state.headerBytes = 0
     }
 
-    /// Room a header block's fields get at once, so that a typical response head is collected
-    /// with one allocation for its bytes and one for its locations.
+    private func endBlock() {
+        blockStream = nil
+        blockStreamID = 0
+        blockEnd = 0
+        if blockBytes.count > Self.keptBlockLimit { blockBytes = [] }
+    }
+
+    /// Room a header block's fields get at once: a typical response head is collected in the
+    /// session's buffer without growing it, and with one allocation for its locations.
     static let typicalHeadBytes = 512
     static let typicalHeadFields = 16
 
@@ -377,13 +381,13 @@ public final class HTTP2ClientSession {
         // start kept it.
         let limit = configuration.maxHeaderListSize
         if streamID == blockStreamID, let block = blockStream {
-            return block._withUnsafeGuaranteedRef { Self.collect(name: name, value: value, into: $0, limit: limit) }
+            return block._withUnsafeGuaranteedRef { collect(name: name, value: value, into: $0, limit: limit) }
         }
-        guard let state = streams[streamID] else { return true }
-        return Self.collect(name: name, value: value, into: state, limit: limit)
+        // A field outside the block begun (none is: nghttp2 begins every block) is dropped.
+        return true
     }
 
-    private static func collect(
+    private func collect(
         name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, into state: StreamState, limit: Int
     ) -> Bool {
         // RFC 9113 section 6.5.2: each field counts its name, its value and 32 octets.
@@ -394,7 +398,7 @@ public final class HTTP2ClientSession {
         }
         if name.first == UInt8(ascii: ":") {
             // nghttp2 has checked the pseudo-fields: only :status reaches a client.
-            if isStatusName(name) { state.status = decimal(value) }
+            if Self.isStatusName(name) { state.status = Self.decimal(value) }
             return true
         }
         appendField(name: name, value: value, to: state)
@@ -402,14 +406,21 @@ public final class HTTP2ClientSession {
     }
 
     /// Adds a regular field to the block being collected, its name in canonical case.
-    private static func appendField(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, to state: StreamState) {
-        if state.fieldBytes.capacity == 0 { state.fieldBytes.reserveCapacity(typicalHeadBytes) }
-        if state.fieldLocations.capacity == 0 { state.fieldLocations.reserveCapacity(typicalHeadFields) }
-        let nameStart = state.fieldBytes.count
-        appendCanonicalName(name, to: &state.fieldBytes)
-        let valueStart = state.fieldBytes.count
-        state.fieldBytes.append(contentsOf: value)
-        state.fieldLocations.append(HTTPFields.Location(name: nameStart..<valueStart, value: valueStart..<state.fieldBytes.count))
+    private func appendField(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, to state: StreamState) {
+        if state.fieldLocations.capacity == 0 { state.fieldLocations.reserveCapacity(Self.typicalHeadFields) }
+        let nameStart = blockEnd
+        let valueStart = nameStart + name.count
+        let end = valueStart + value.count
+        if end > blockBytes.count {
+            // At most the header list's limit: each field counted 32 bytes more than it holds.
+            blockBytes += repeatElement(0, count: Swift.max(end, 2 * blockBytes.count, Self.typicalHeadBytes) - blockBytes.count)
+        }
+        blockBytes.withUnsafeMutableBytes { bytes in
+            Self.copyCanonicalName(UnsafeRawBufferPointer(name), to: bytes.baseAddress! + nameStart)
+            if let source = value.baseAddress { (bytes.baseAddress! + valueStart).copyMemory(from: source, byteCount: value.count) }
+        }
+        blockEnd = end
+        state.fieldLocations.append(HTTPFields.Location(name: nameStart..<valueStart, value: valueStart..<end))
     }
 
     /// True when `name` is `:status` (pseudo-field names arrive in lower case).
@@ -440,14 +451,20 @@ public final class HTTP2ClientSession {
         let endStream = flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
         switch type {
         case Int(NGHTTP2_HEADERS.rawValue):
-            let kept = streamID == blockStreamID ? blockStream?.takeUnretainedValue() : nil
-            endBlock()
-            guard let state = kept ?? streams[streamID] else { return }
+            // nghttp2 begins every block it completes (``beginHeaders(_:)``): one not begun is
+            // a stream the session does not know.
+            guard streamID == blockStreamID, let state = blockStream?.takeUnretainedValue() else {
+                endBlock()
+                return
+            }
             if endStream { state.endStreamReceived = true }
-            // The collected block moves into the head or trailers whole, without a copy.
-            let fields = HTTPFields(validatedStorage: state.fieldBytes, locations: state.fieldLocations)
+            // The collected block goes into the head or trailers: its bytes copied out of the
+            // session's buffer, its locations moved.
+            let end = blockEnd
+            let storage = blockBytes.withUnsafeBufferPointer { Array(UnsafeBufferPointer(rebasing: $0[..<end])) }
+            endBlock()
+            let fields = HTTPFields(validatedStorage: storage, locations: state.fieldLocations)
             let status = state.status
-            state.fieldBytes = []
             state.fieldLocations = []
             state.status = nil
             headerBlockComplete(streamID, state, fields, status: status)
@@ -529,20 +546,19 @@ public final class HTTP2ClientSession {
         }
     }
 
-    /// Appends `name` in canonical case, "content-type" → "Content-Type": HTTP/2 names are
-    /// lower case on the wire, but responses should look the same to users whatever the
-    /// protocol. Field names are tokens (ASCII). This runs for every field: the name is copied
-    /// in one go and its letters raised in place, not appended a byte at a time.
-    static func appendCanonicalName(_ name: some Collection<UInt8>, to bytes: inout [UInt8]) {
-        let start = bytes.count
-        bytes.append(contentsOf: name)
-        bytes.withUnsafeMutableBufferPointer { out in
-            var upper = true
-            for index in start..<out.count {
-                let byte = out[index]
-                if upper && byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") { out[index] = byte - 32 }
-                upper = byte == UInt8(ascii: "-")
-            }
+    /// Writes `name` in canonical case at `destination`, "content-type" → "Content-Type":
+    /// HTTP/2 names are lower case on the wire, but responses should look the same to users
+    /// whatever the protocol. Field names are tokens (ASCII). This runs for every field: the
+    /// name is copied in one go and its letters raised in place.
+    static func copyCanonicalName(_ name: UnsafeRawBufferPointer, to destination: UnsafeMutableRawPointer) {
+        guard let source = name.baseAddress else { return }
+        destination.copyMemory(from: source, byteCount: name.count)
+        let out = destination.assumingMemoryBound(to: UInt8.self)
+        var upper = true
+        for index in 0..<name.count {
+            let byte = out[index]
+            if upper && byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") { out[index] = byte - 32 }
+            upper = byte == UInt8(ascii: "-")
         }
     }
 }
