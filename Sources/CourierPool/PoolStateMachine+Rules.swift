@@ -9,9 +9,11 @@ extension PoolStateMachine {
         // The lowest-numbered HTTP/2 connection with a free stream (a scan, not a sort: this
         // runs for every request).
         var chosen: (id: PoolConnectionID, active: Int, maxStreams: Int)?
-        for (id, state) in connections {
-            guard case .http2(let active, let maxStreams, let draining) = state, !draining, active < maxStreams else { continue }
-            if chosen == nil || id < chosen!.id { chosen = (id, active, maxStreams) }
+        if hasSpokenHTTP2 {
+            for (id, state) in connections {
+                guard case .http2(let active, let maxStreams, let draining) = state, !draining, active < maxStreams else { continue }
+                if chosen == nil || id < chosen!.id { chosen = (id, active, maxStreams) }
+            }
         }
         if let (id, active, maxStreams) = chosen {
             connections[id] = .http2(activeStreams: active + 1, maxStreams: maxStreams, draining: false)

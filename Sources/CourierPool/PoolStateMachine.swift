@@ -58,6 +58,10 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
     @usableFromInline var idleOrder: [PoolConnectionID] = []
     @usableFromInline var waiters = Deque<Waiter>()
     @usableFromInline var nextConnectionID = 0
+    /// True once a connection of the pool has spoken HTTP/2: until then a lease skips the
+    /// search for one with a free stream (an HTTP/1 pool of 32 connections scanned them all
+    /// for every request).
+    @usableFromInline var hasSpokenHTTP2 = false
     @usableFromInline var consecutiveDialFailures = 0
     @usableFromInline var shuttingDown = false
     @usableFromInline var shutdownReported = false
@@ -124,6 +128,7 @@ public struct PoolStateMachine<DialError: Error & Sendable & Equatable>: Sendabl
             connections[id] = .http1Idle
             return becameIdle(id)
         case .http2(let maxStreams):
+            hasSpokenHTTP2 = true
             connections[id] = .http2(activeStreams: 0, maxStreams: max(maxStreams, 0), draining: false)
             var actions = assignWaiters(toHTTP2: id, includingRetries: true)
             if case .http2(0, _, _) = connections[id] { actions += becameIdle(id) }
