@@ -358,6 +358,9 @@ public final class HTTP2ClientSession {
         }
         blockStream = Unmanaged.passUnretained(state)
         blockStreamID = streamID
+        // A block abandoned halfway (its list too large, or a field nghttp2 refused) never ended:
+        // its bytes are not this block's.
+        blockEnd = 0
         state.fieldLocations.removeAll(keepingCapacity: true)
         state.status = nil
         state.headerBytes = 0

@@ -314,6 +314,27 @@ struct HTTP2SessionTests {
         #expect(link.recorder.closed[stream] == .some(.headerListTooLarge))
     }
 
+    @Test("a header block cut short by the list's limit leaves nothing behind for the next stream's block")
+    func headerListTooLargeBesideAnotherStream() throws {
+        var configuration = HTTP2Configuration()
+        configuration.maxHeaderListSize = 4096
+        let link = try Link(configuration: configuration, server: TestServerSession(maxSendHeaderBlock: 1 << 20))
+        let big = try link.get("/big")
+        let small = try link.get("/small")
+        try link.pump()
+        // Both answers reach the client in one read: the first block is abandoned halfway, the
+        // second begins before the first stream has closed.
+        link.server.respond(big, headers: (0..<100).map { ("x-filler-\($0)", String(repeating: "v", count: 100)) })
+        link.server.respond(small, headers: [("x-small", "yes")])
+        try link.pump()
+        #expect(link.recorder.closed[big] == .some(.headerListTooLarge))
+        let fields = link.recorder.heads[small]?.fields
+        #expect(fields?.first("X-Small") == "yes")
+        // The head holds its own bytes only ("X-Small" and "yes"), none of the abandoned block's.
+        #expect(fields?.storageByteCount == "X-Smallyes".utf8.count)
+        #expect(link.recorder.closed[small] == .some(nil))
+    }
+
     @Test("a content-length that the DATA does not match is a protocol error")
     func contentLengthMismatch() throws {
         let link = try Link()
