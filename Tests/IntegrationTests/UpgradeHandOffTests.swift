@@ -48,8 +48,11 @@ struct UpgradeHandOffTests {
             record.withLock { $0.received += bytes }
         }
         func connectionDidReadEOF(_ connection: UpgradedConnection, cleanly: Bool) {
-            record.withLock { $0.ended = true }
+            // Closed before the end is recorded: the test, which waits for the end under the
+            // record's lock, then reads `isClosed` ordered after the close (ThreadSanitizer saw
+            // the other order as a race, and the test could see the end before the close).
             connection.close()
+            record.withLock { $0.ended = true }
         }
         func connectionDidDrainWrites(_ connection: UpgradedConnection) {}
         func connection(_ connection: UpgradedConnection, didFail error: TransportError) {
