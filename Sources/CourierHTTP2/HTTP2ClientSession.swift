@@ -38,17 +38,15 @@ public final class HTTP2ClientSession {
     /// table: one lookup a block rather than one a field. Set by ``beginHeaders(_:)``, cleared
     /// when the block or the stream ends. Not retained: the table holds the state until the
     /// stream closes, and the close clears this first.
-    @exclusivity(unchecked) private var blockStream: Unmanaged<StreamState>?
-    /// The stream of ``blockStream`` (0, which no response uses, when there is none).
-    @exclusivity(unchecked) private var blockStreamID: Int32 = 0
+    @exclusivity(unchecked) var blockStream: (id: Int32, state: Unmanaged<StreamState>)?
     /// The bytes of the header block being received: its regular fields, names already in
     /// canonical case, written from offset 0 up to ``blockEnd``. One buffer serves every block
     /// of the connection, since blocks never interleave; each field is copied in with two
     /// `memcpy`s, and the block's bytes are copied out once, to an array of their own size,
     /// when it ends. Its size only grows, and it is dropped when a block leaves it larger than
     /// ``keptBlockLimit``.
-    @exclusivity(unchecked) private var blockBytes: [UInt8] = []
-    @exclusivity(unchecked) private var blockEnd = 0
+    @exclusivity(unchecked) var blockBytes: [UInt8] = []
+    @exclusivity(unchecked) var blockEnd = 0
     /// The buffer a request's header block is written into, and its nv array
     /// (``submitValidatedRequest(_:body:)``); kept between requests.
     @exclusivity(unchecked) private var blockScratch: [UInt8] = []
@@ -218,7 +216,7 @@ public final class HTTP2ClientSession {
     /// The bytes of the four pseudo-field names a request carries.
     private static let pseudoNameBytes = ":method:scheme:authority:path".utf8.count
     /// The largest header-block buffer (a request's or a response's) a session keeps between blocks.
-    private static let keptBlockLimit = 16 * 1024
+    static let keptBlockLimit = 16 * 1024
 
     /// Writes a request's header block as nghttp2 takes it: every name and value in one buffer,
     /// and an nv entry for each pointing into it. A value type with mutating methods rather
@@ -342,110 +340,14 @@ public final class HTTP2ClientSession {
     }
 
     /// True when `bytes`, lower-cased, are `candidate` (lower case).
-    private static func isNamed(_ candidate: [UInt8], _ bytes: UnsafeRawBufferPointer) -> Bool {
+    static func isNamed(_ candidate: [UInt8], _ bytes: UnsafeRawBufferPointer) -> Bool {
         candidate.withUnsafeBytes { HTTPFieldValidation.equalsLowercased(bytes, $0) }
     }
 
     static let teName = Array("te".utf8)
     static let trailersValue = Array("trailers".utf8)
 
-    // MARK: Callback bodies
-
-    func beginHeaders(_ streamID: Int32) {
-        guard let state = streams[streamID] else {
-            endBlock()
-            return
-        }
-        blockStream = Unmanaged.passUnretained(state)
-        blockStreamID = streamID
-        // A block abandoned halfway (its list too large, or a field nghttp2 refused) never ended:
-        // its bytes are not this block's.
-        blockEnd = 0
-        state.fieldLocations.removeAll(keepingCapacity: true)
-        state.status = nil
-        state.headerBytes = 0
-    }
-
-    private func endBlock() {
-        blockStream = nil
-        blockStreamID = 0
-        blockEnd = 0
-        if blockBytes.count > Self.keptBlockLimit { blockBytes = [] }
-    }
-
-    /// Room a header block's fields get at once: a typical response head is collected in the
-    /// session's buffer without growing it, and with one allocation for its locations.
-    static let typicalHeadBytes = 512
-    static let typicalHeadFields = 16
-
-    /// Returns false to reset the stream (header list too large).
-    func header(_ streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
-        // The state is changed in place, found without a lookup (or a retain) when the block's
-        // start kept it.
-        let limit = configuration.maxHeaderListSize
-        if streamID == blockStreamID, let block = blockStream {
-            return block._withUnsafeGuaranteedRef { collect(name: name, value: value, into: $0, limit: limit) }
-        }
-        // A field outside the block begun (none is: nghttp2 begins every block) is dropped.
-        return true
-    }
-
-    private func collect(
-        name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, into state: StreamState, limit: Int
-    ) -> Bool {
-        // RFC 9113 section 6.5.2: each field counts its name, its value and 32 octets.
-        state.headerBytes += name.count + value.count + 32
-        if state.headerBytes > limit {
-            state.headerListTooLarge = true
-            return false
-        }
-        if name.first == UInt8(ascii: ":") {
-            // nghttp2 has checked the pseudo-fields: only :status reaches a client.
-            if Self.isStatusName(name) { state.status = Self.decimal(value) }
-            return true
-        }
-        appendField(name: name, value: value, to: state)
-        return true
-    }
-
-    /// Adds a regular field to the block being collected, its name in canonical case.
-    private func appendField(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, to state: StreamState) {
-        if state.fieldLocations.capacity == 0 { state.fieldLocations.reserveCapacity(Self.typicalHeadFields) }
-        let nameStart = blockEnd
-        let valueStart = nameStart + name.count
-        let end = valueStart + value.count
-        if end > blockBytes.count {
-            // At most the header list's limit: each field counted 32 bytes more than it holds.
-            blockBytes += repeatElement(0, count: Swift.max(end, 2 * blockBytes.count, Self.typicalHeadBytes) - blockBytes.count)
-        }
-        blockBytes.withUnsafeMutableBytes { bytes in
-            Self.copyCanonicalName(UnsafeRawBufferPointer(name), to: bytes.baseAddress! + nameStart)
-            if let source = value.baseAddress { (bytes.baseAddress! + valueStart).copyMemory(from: source, byteCount: value.count) }
-        }
-        blockEnd = end
-        state.fieldLocations.append(HTTPFields.Location(name: nameStart..<valueStart, value: valueStart..<end))
-    }
-
-    /// True when `name` is `:status` (pseudo-field names arrive in lower case).
-    private static func isStatusName(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard name.count == 7, let base = name.baseAddress else { return false }
-        // ":status" as seven bytes of a little-endian word, the eighth zero.
-        let expected: UInt64 = 0x0073_7574_6174_733A
-        var word: UInt64 = 0
-        withUnsafeMutableBytes(of: &word) { $0.copyMemory(from: UnsafeRawBufferPointer(start: base, count: 7)) }
-        return UInt64(littleEndian: word) == expected
-    }
-
-    /// The value of a `:status` field, or nil when it is not a decimal number.
-    static func decimal(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? {
-        guard !bytes.isEmpty, bytes.count <= 9 else { return nil }
-        var value = 0
-        for byte in bytes {
-            guard byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") else { return nil }
-            value = value * 10 + Int(byte - UInt8(ascii: "0"))
-        }
-        return value
-    }
+    // MARK: Callback bodies (a header block's: HTTP2ClientSession+HeaderBlocks.swift)
 
     func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) {
         let type = Int(courier_nghttp2_frame_type(frame))
@@ -454,23 +356,7 @@ public final class HTTP2ClientSession {
         let endStream = flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
         switch type {
         case Int(NGHTTP2_HEADERS.rawValue):
-            // nghttp2 begins every block it completes (``beginHeaders(_:)``): one not begun is
-            // a stream the session does not know.
-            guard streamID == blockStreamID, let state = blockStream?.takeUnretainedValue() else {
-                endBlock()
-                return
-            }
-            if endStream { state.endStreamReceived = true }
-            // The collected block goes into the head or trailers: its bytes copied out of the
-            // session's buffer, its locations moved.
-            let end = blockEnd
-            let storage = blockBytes.withUnsafeBufferPointer { Array(UnsafeBufferPointer(rebasing: $0[..<end])) }
-            endBlock()
-            let fields = HTTPFields(validatedStorage: storage, locations: state.fieldLocations)
-            let status = state.status
-            state.fieldLocations = []
-            state.status = nil
-            headerBlockComplete(streamID, state, fields, status: status)
+            headerBlockEnded(streamID, endStream: endStream)
         case Int(NGHTTP2_DATA.rawValue):
             if endStream, let state = streams[streamID] { state.endStreamReceived = true }
         case Int(NGHTTP2_RST_STREAM.rawValue):
@@ -496,28 +382,12 @@ public final class HTTP2ClientSession {
         }
     }
 
-    /// A complete header block: an interim or the final response head, or trailers.
-    private func headerBlockComplete(_ streamID: Int32, _ state: StreamState, _ fields: HTTPFields, status: Int?) {
-        if let status {
-            var head = HTTPResponseHead(version: .http2, status: status)
-            head.fields = fields
-            if (100..<200).contains(status) {
-                delegate?.http2Stream(streamID, didReceiveInformationalHead: head)
-                return
-            }
-            state.headDelivered = true
-            delegate?.http2Stream(streamID, didReceiveHead: head)
-        } else if state.headDelivered {
-            delegate?.http2Stream(streamID, didReceiveTrailers: fields)
-        }
-    }
-
     func dataChunk(_ streamID: Int32, _ bytes: UnsafeRawBufferPointer) {
         delegate?.http2Stream(streamID, didReceiveData: bytes)
     }
 
     func streamClosed(_ streamID: Int32, errorCode: UInt32) {
-        if streamID == blockStreamID { endBlock() }
+        if blockStream?.id == streamID { endBlock() }
         guard let state = streams.removeValue(forKey: streamID) else { return }
         let error: HTTP2StreamError?
         if state.cancelledLocally {
@@ -549,21 +419,6 @@ public final class HTTP2ClientSession {
         }
     }
 
-    /// Writes `name` in canonical case at `destination`, "content-type" → "Content-Type":
-    /// HTTP/2 names are lower case on the wire, but responses should look the same to users
-    /// whatever the protocol. Field names are tokens (ASCII). This runs for every field: the
-    /// name is copied in one go and its letters raised in place.
-    static func copyCanonicalName(_ name: UnsafeRawBufferPointer, to destination: UnsafeMutableRawPointer) {
-        guard let source = name.baseAddress else { return }
-        destination.copyMemory(from: source, byteCount: name.count)
-        let out = destination.assumingMemoryBound(to: UInt8.self)
-        var upper = true
-        for index in 0..<name.count {
-            let byte = out[index]
-            if upper && byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") { out[index] = byte - 32 }
-            upper = byte == UInt8(ascii: "-")
-        }
-    }
 }
 
 // MARK: nghttp2 callbacks: find the session and hand over.

@@ -86,6 +86,23 @@ struct Link {
     func get(_ path: String, fields: HTTPFields = HTTPFields()) throws -> Int32 {
         try client.submitRequest(HTTPRequestHead(method: .get, target: path, authority: "example.test", scheme: "https", fields: fields), body: .none)
     }
+
+    /// GETs /0 to /count-1, all sent before the server answers any; their streams in order.
+    func getMany(_ count: Int) throws -> [Int32] {
+        let streams = try (0..<count).map { try get("/\($0)") }
+        try pump()
+        return streams
+    }
+
+    /// A link whose client takes header lists of at most 4 KiB, and whose server sends larger.
+    static func smallHeaderLists() throws -> Link {
+        var configuration = HTTP2Configuration()
+        configuration.maxHeaderListSize = 4096
+        return try Link(configuration: configuration, server: TestServerSession(maxSendHeaderBlock: 1 << 20))
+    }
+
+    /// A hundred fields of a hundred bytes: past ``smallHeaderLists()``'s limit.
+    static let oversizedFields = (0..<100).map { ("x-filler-\($0)", String(repeating: "v", count: 100)) }
 }
 
 @Suite("HTTP/2 client session against an nghttp2 server in memory")
@@ -162,9 +179,7 @@ struct HTTP2SessionTests {
     @Test("100 concurrent streams with interleaved DATA all complete intact")
     func manyStreams() throws {
         let link = try Link()
-        var streams: [Int32] = []
-        for index in 0..<100 { streams.append(try link.get("/\(index)")) }
-        try link.pump()
+        let streams = try link.getMany(100)
         for (index, stream) in streams.enumerated() {
             link.server.respond(stream, body: [UInt8](repeating: UInt8(index), count: 1000 + index * 537))
         }
@@ -178,9 +193,7 @@ struct HTTP2SessionTests {
     @Test("concurrent streams' header blocks, heads and trailers, each reach their own stream with their own fields")
     func headerBlocksPerStream() throws {
         let link = try Link()
-        var streams: [Int32] = []
-        for index in 0..<40 { streams.append(try link.get("/\(index)")) }
-        try link.pump()
+        let streams = try link.getMany(40)
         // Responses in an order unlike the requests', some with an interim head first, some
         // with trailers, so that blocks of different streams follow one another.
         for (index, stream) in streams.enumerated().reversed() {
@@ -304,27 +317,23 @@ struct HTTP2SessionTests {
 
     @Test("an oversized header list resets the stream (HPACK-bomb defence)")
     func headerListTooLarge() throws {
-        var configuration = HTTP2Configuration()
-        configuration.maxHeaderListSize = 4096
-        let link = try Link(configuration: configuration, server: TestServerSession(maxSendHeaderBlock: 1 << 20))
+        let link = try Link.smallHeaderLists()
         let stream = try link.get("/big")
         try link.pump()
-        link.server.respond(stream, headers: (0..<100).map { ("x-filler-\($0)", String(repeating: "v", count: 100)) })
+        link.server.respond(stream, headers: Link.oversizedFields)
         try link.pump()
         #expect(link.recorder.closed[stream] == .some(.headerListTooLarge))
     }
 
     @Test("a header block cut short by the list's limit leaves nothing behind for the next stream's block")
     func headerListTooLargeBesideAnotherStream() throws {
-        var configuration = HTTP2Configuration()
-        configuration.maxHeaderListSize = 4096
-        let link = try Link(configuration: configuration, server: TestServerSession(maxSendHeaderBlock: 1 << 20))
+        let link = try Link.smallHeaderLists()
         let big = try link.get("/big")
         let small = try link.get("/small")
         try link.pump()
         // Both answers reach the client in one read: the first block is abandoned halfway, the
         // second begins before the first stream has closed.
-        link.server.respond(big, headers: (0..<100).map { ("x-filler-\($0)", String(repeating: "v", count: 100)) })
+        link.server.respond(big, headers: Link.oversizedFields)
         link.server.respond(small, headers: [("x-small", "yes")])
         try link.pump()
         #expect(link.recorder.closed[big] == .some(.headerListTooLarge))
