@@ -53,6 +53,11 @@ let package = Package(
             ],
             path: "Sources/CookieBench"
         ),
+        .target(name: "CHopFloor", path: "Sources/CHopFloor"),
+        .executableTarget(
+            name: "hop-floor", dependencies: ["BenchSupport", "CHopFloor"], path: "Sources/HopFloor",
+            linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]
+        ),
         .target(name: "CMallocCounter", path: "Sources/CMallocCounter"),
         .target(name: "BenchSupport", path: "Sources/BenchSupport"),
     ],

@@ -447,6 +447,12 @@ def main():
                     rec(key, "Go", runner.go_client, "w1", url, W1_REQUESTS, env=tls)
                     rec(key, "AsyncHTTPClient", runner.swift_client, "ahc-bench", "w1", url, W1_REQUESTS, env=tls)
                     rec(key, "curl", runner.curl_many, url, W1_REQUESTS, http2=variant == "tls-h2")
+                    if variant != "tls-h2":
+                        # What the shapes cost apart from any HTTP library: wrk's (one thread),
+                        # an await resumed by a loop thread (URLSession's), and the same await
+                        # preferring the loop as its executor (Courier-loop's).
+                        for shape in ("direct", "hop", "loop"):
+                            rec(key, f"hop-floor {shape}", runner.swift_client, "hop-floor", shape, url, W1_REQUESTS, env=tls)
                     if variant == "h1":
                         rec(key, "FoundationNetworking", runner.swift_client, "foundation-bench", "w1", url, W1_SLOW_REQUESTS)
                         if not wanted or "Courier" in wanted:
@@ -670,7 +676,11 @@ def markdown(document):
               "against the websockets package's own client. × reference: against wrk (h1), h2load (h2), websockets (WS) or curl "
               "(W3, W4, U1, W3R). courier-load is Courier's load "
               "generator on the transport; Courier is the public URLSession API; Courier-static (W3) is the same "
-              "courier-bench linked with --static-swift-stdlib (the Swift runtime and Foundation in the executable)."]
+              "courier-bench linked with --static-swift-stdlib (the Swift runtime and Foundation in the executable). "
+              "hop-floor (W1 h1 and TLS h1) is the least a client can do in three shapes: direct (one thread, as wrk), hop (each "
+              "request an await in a task on the global executor, resumed by a thread that reads the socket, as "
+              "URLSession's data(for:)) and loop (the same await, the task preferring that thread as its executor, "
+              "as Courier-loop)."]
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,2 @@
+// A C target needs a source file; hop-floor needs only the header.
+#include "CHopFloor.h"

@@ -1,0 +1,266 @@
+// hop-floor: W1 (sequential GETs on one HTTP/1.1 connection) with the least a client can do, in
+// three shapes, to measure what the shape itself costs on this machine apart from any HTTP
+// library:
+//
+//   direct  one thread sends, waits in epoll_wait, reads: wrk's shape.
+//   hop     each request is an `await` in a Swift task on the global executor: the task sends
+//           on its own thread, and a loop thread that reads the socket resumes its
+//           continuation, which puts the task back on a thread of the cooperative pool. This
+//           is the path of any async API that does its I/O on a thread of its own, URLSession's
+//           `data(for:)` among them.
+//   loop    the same task, preferring a task executor that is the loop thread itself: the
+//           continuation resumes on the thread that read the response (Courier-loop's shape).
+//
+// The socket work is the same in all three (one write, epoll_wait, one read a request; the
+// response's end found from its Content-Length), so the differences between them are the
+// threads'. An https URL puts OpenSSL's records in between (SSL_write and SSL_read, with the
+// CA of BENCH_CA_FILE, else SSL_CERT_FILE), under a lock, since two threads use the connection.
+// Usage: hop-floor direct|hop|loop http[s]://IPv4:PORT/PATH COUNT. Prints one JSON line like the
+// other clients (requests, seconds, bytes, errors).
+
+import BenchSupport
+import CHopFloor
+import Glibc
+import Synchronization
+
+struct Target {
+    var address = sockaddr_in()
+    var host: String
+    var path: String
+    var hostField: String
+    var secure: Bool
+
+    /// `http[s]://A.B.C.D:PORT/PATH`: a numeric IPv4 address, as the harness's URLs are.
+    init?(_ url: String) {
+        secure = url.hasPrefix("https://")
+        guard secure || url.hasPrefix("http://") else { return nil }
+        let rest = url.dropFirst(secure ? 8 : 7)
+        let slash = rest.firstIndex(of: "/") ?? rest.endIndex
+        let authority = String(rest[..<slash])
+        path = slash < rest.endIndex ? String(rest[slash...]) : "/"
+        hostField = authority
+        let parts = authority.split(separator: ":", maxSplits: 1)
+        guard parts.count == 2, let port = UInt16(parts[1]) else { return nil }
+        host = String(parts[0])
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        guard inet_pton(AF_INET, String(parts[0]), &address.sin_addr) == 1 else { return nil }
+    }
+}
+
+/// Fails the run with a message on standard error.
+func fail(_ message: String) -> Never {
+    let line = Array("hop-floor: \(message)\n".utf8)
+    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    exit(1)
+}
+
+/// One keep-alive connection: the request's bytes, and a buffer the responses are read into.
+final class Connection: @unchecked Sendable {
+    let descriptor: Int32
+    let request: [UInt8]
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 16)
+    var filled = 0
+    var bodyBytes = 0
+    /// The TLS session of an https connection, used under `lock`.
+    var tls: OpaquePointer?
+    let lock = Mutex(())
+
+    init(_ target: Target) {
+        request = Array("GET \(target.path) HTTP/1.1\r\nHost: \(target.hostField)\r\nUser-Agent: hop-floor\r\nAccept: */*\r\n\r\n".utf8)
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { fail("socket: \(String(cString: strerror(errno)))") }
+        self.descriptor = descriptor
+        var address = target.address
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else { fail("connect: \(String(cString: strerror(errno)))") }
+        var one: Int32 = 1
+        setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        if target.secure { tls = Self.handshake(descriptor, target) }
+        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+    }
+
+    /// A verified TLS session on the (still blocking) socket.
+    static func handshake(_ descriptor: Int32, _ target: Target) -> OpaquePointer {
+        guard let context = SSL_CTX_new(TLS_client_method()) else { fail("SSL_CTX_new failed") }
+        guard let caFile = getenv("BENCH_CA_FILE") ?? getenv("SSL_CERT_FILE"),
+              SSL_CTX_load_verify_locations(context, caFile, nil) == 1 else {
+            fail("https needs BENCH_CA_FILE or SSL_CERT_FILE naming a readable CA file")
+        }
+        SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
+        guard let session = SSL_new(context) else { fail("SSL_new failed") }
+        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(session), target.host)
+        SSL_set_fd(session, descriptor)
+        guard SSL_connect(session) == 1 else {
+            fail("TLS handshake failed (verification result \(SSL_get_verify_result(session)))")
+        }
+        return session
+    }
+
+    func send() {
+        let written = request.withUnsafeBytes { bytes -> Int in
+            guard let tls else { return Glibc.send(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL)) }
+            return lock.withLock { _ in Int(SSL_write(tls, bytes.baseAddress, Int32(bytes.count))) }
+        }
+        guard written == request.count else { fail("send wrote \(written) of \(request.count) bytes") }
+    }
+
+    /// Reads what the socket holds; true once a whole response is in, which is then dropped.
+    func readResponse() -> Bool {
+        guard let tls else { return receive(read(descriptor, buffer.baseAddress! + filled, buffer.count - filled)) }
+        return lock.withLock { _ in
+            // Record by record until OpenSSL wants more from the socket or the response is whole.
+            while true {
+                let count = SSL_read(tls, buffer.baseAddress! + filled, Int32(buffer.count - filled))
+                if count <= 0 && SSL_get_error(tls, count) == SSL_ERROR_WANT_READ { return false }
+                if receive(count > 0 ? Int(count) : -1) { return true }
+            }
+        }
+    }
+
+    /// Takes `count` bytes read into the buffer (-1 for an error, with errno when plain); true
+    /// once a whole response is in, which is then dropped.
+    func receive(_ count: Int) -> Bool {
+        if count < 0 && tls == nil && errno == EAGAIN { return false }
+        guard count > 0 else { fail(count == 0 ? "the server closed the connection" : "read failed: \(String(cString: strerror(errno)))") }
+        filled += count
+        guard let (length, body) = responseLength() else { return false }
+        bodyBytes = body
+        filled -= length
+        if filled > 0 { memmove(buffer.baseAddress!, buffer.baseAddress! + length, filled) }
+        return true
+    }
+
+    /// The length of the response at the buffer's start and of its body, once all of it is in:
+    /// the head's lines found with `memchr`, Content-Length read where a line starts with it.
+    func responseLength() -> (Int, Int)? {
+        let base = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: UInt8.self)
+        var lineStart = 0
+        var bodyLength: Int?
+        while lineStart < filled {
+            guard let newline = memchr(base + lineStart, 0x0A, filled - lineStart) else { return nil }
+            let lineEnd = UnsafeRawPointer(newline) - UnsafeRawPointer(base)
+            if lineEnd - lineStart <= 1 {
+                // The empty line: the head ends here.
+                guard let bodyLength else { fail("a response without Content-Length") }
+                let length = lineEnd + 1 + bodyLength
+                return filled >= length ? (length, bodyLength) : nil
+            }
+            if bodyLength == nil, lineEnd - lineStart > 15, base[lineStart] | 0x20 == UInt8(ascii: "c"),
+               strncasecmp(UnsafeRawPointer(base + lineStart).assumingMemoryBound(to: CChar.self), "content-length:", 15) == 0 {
+                var position = lineStart + 15
+                var value = 0
+                while base[position] == UInt8(ascii: " ") { position += 1 }
+                while base[position] >= UInt8(ascii: "0") && base[position] <= UInt8(ascii: "9") {
+                    value = value * 10 + Int(base[position] - UInt8(ascii: "0"))
+                    position += 1
+                }
+                bodyLength = value
+            }
+            lineStart = lineEnd + 1
+        }
+        return nil
+    }
+}
+
+func makeEpoll(_ descriptors: Int32...) -> Int32 {
+    let epoll = epoll_create1(0)
+    for descriptor in descriptors {
+        var event = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: descriptor))
+        guard epoll_ctl(epoll, EPOLL_CTL_ADD, descriptor, &event) == 0 else { fail("epoll_ctl: \(String(cString: strerror(errno)))") }
+    }
+    return epoll
+}
+
+/// The loop thread of `hop` and `loop`: reads responses and resumes the task waiting for each;
+/// for `loop` it also runs the jobs of the task that prefers it.
+final class Loop: TaskExecutor, @unchecked Sendable {
+    let connection: Connection
+    let wakeup = eventfd(0, Int32(EFD_NONBLOCK))
+    let epoll: Int32
+    let waiter = Mutex<UnsafeContinuation<Int, Never>?>(nil)
+    let jobs = Mutex<[UnownedJob]>([])
+    var thread = pthread_t()
+
+    init(_ connection: Connection) {
+        self.connection = connection
+        epoll = makeEpoll(connection.descriptor, wakeup)
+    }
+
+    func start() {
+        let box = Unmanaged.passRetained(self).toOpaque()
+        pthread_create(&thread, nil, { argument in Unmanaged<Loop>.fromOpaque(argument!).takeRetainedValue().run() }, box)
+    }
+
+    /// One request: the continuation is set before the request leaves, so the loop finds it.
+    func fetch() async -> Int {
+        await withUnsafeContinuation { continuation in
+            waiter.withLock { $0 = continuation }
+            connection.send()
+        }
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let unowned = UnownedJob(job)
+        jobs.withLock { $0.append(unowned) }
+        if pthread_equal(pthread_self(), thread) == 0 {
+            var one: UInt64 = 1
+            _ = write(wakeup, &one, 8)
+        }
+    }
+
+    func run() -> Never {
+        var events = [epoll_event](repeating: epoll_event(), count: 4)
+        while true {
+            let count = epoll_wait(epoll, &events, Int32(events.count), -1)
+            for index in 0..<max(Int(count), 0) {
+                if events[index].data.fd == wakeup {
+                    var value: UInt64 = 0
+                    _ = read(wakeup, &value, 8)
+                } else if connection.readResponse() {
+                    let continuation = waiter.withLock { value in defer { value = nil }; return value }
+                    continuation?.resume(returning: connection.bodyBytes)
+                }
+            }
+            while let job = jobs.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
+                job.runSynchronously(on: asUnownedTaskExecutor())
+            }
+        }
+    }
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count == 4, ["direct", "hop", "loop"].contains(arguments[1]), let target = Target(arguments[2]),
+      let count = Int(arguments[3]), count > 0 else {
+    fail("usage: hop-floor direct|hop|loop http[s]://IPv4:PORT/PATH COUNT")
+}
+let connection = Connection(target)
+
+switch arguments[1] {
+case "direct":
+    let epoll = makeEpoll(connection.descriptor)
+    var event = epoll_event()
+    func fetch() -> Int {
+        connection.send()
+        repeat { _ = epoll_wait(epoll, &event, 1, -1) } while !connection.readResponse()
+        return connection.bodyBytes
+    }
+    _ = fetch()
+    var bytes = 0
+    let start = ContinuousClock.now
+    for _ in 0..<count { bytes += fetch() }
+    emit(["requests": count, "seconds": seconds(ContinuousClock.now - start), "bytes": bytes, "errors": 0])
+default:
+    let loop = Loop(connection)
+    loop.start()
+    _ = await loop.fetch()
+    // As courier-bench does: a @Sendable closure, so that the loads do not run on the main actor.
+    let tally = await withTaskExecutorPreference(arguments[1] == "loop" ? loop : nil) {
+        await sequentialLoads(count) { @Sendable in await loop.fetch() }
+    }
+    emit(tally.fields)
+}
