@@ -1,7 +1,8 @@
 // swift-tools-version: 6.1
 //
 // Courier's benchmark harness: the workload clients (Courier's URLSession, FoundationNetworking's,
-// AsyncHTTPClient), parser micro-benchmarks, and a malloc counter. `run.sh` builds these, and the
+// AsyncHTTPClient), hop-floor (W1's shapes without a library), parser micro-benchmarks, and a
+// malloc counter. `run.sh` builds these, and the
 // main package's `courier-load`, in release mode and runs the comparison.
 
 import PackageDescription

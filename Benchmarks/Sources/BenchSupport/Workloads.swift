@@ -1,6 +1,6 @@
-// What the workload clients (courier-bench, foundation-bench, ahc-bench) and parser-bench
-// share: the loops that drive W1, W2 and W4 over a client's own fetch call, and the timing
-// and JSON output every client prints the same way.
+// What the workload clients (courier-bench, foundation-bench, ahc-bench, hop-floor) and
+// parser-bench share: the loops that drive W1, W2 and W4 over a client's own fetch call, and
+// the timing and JSON output every client prints the same way.
 
 import Foundation
 

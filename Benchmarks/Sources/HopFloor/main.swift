@@ -104,29 +104,59 @@ final class Connection: @unchecked Sendable {
     func send() {
         let written = request.withUnsafeBytes { bytes -> Int in
             guard let tls else { return Glibc.send(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL)) }
-            return lock.withLock { _ in Int(SSL_write(tls, bytes.baseAddress, Int32(bytes.count))) }
+            return lock.withLock { _ in
+                ERR_clear_error()
+                let written = SSL_write(tls, bytes.baseAddress, Int32(bytes.count))
+                if written <= 0 { fail("SSL_write: \(Self.tlsFailure(tls, written))") }
+                return Int(written)
+            }
         }
-        guard written == request.count else { fail("send wrote \(written) of \(request.count) bytes") }
+        guard written == request.count else {
+            fail(written < 0 ? "send: \(String(cString: strerror(errno)))" : "send wrote \(written) of \(request.count) bytes")
+        }
     }
 
     /// Reads what the socket holds; true once a whole response is in, which is then dropped.
     func readResponse() -> Bool {
-        guard let tls else { return receive(read(descriptor, buffer.baseAddress! + filled, buffer.count - filled)) }
+        guard filled < buffer.count else { fail("a response larger than \(buffer.count) bytes") }
+        guard let tls else {
+            let count = read(descriptor, buffer.baseAddress! + filled, buffer.count - filled)
+            if count < 0 && errno == EAGAIN { return false }
+            guard count > 0 else { fail(count == 0 ? "the server closed the connection" : "read: \(String(cString: strerror(errno)))") }
+            return received(count)
+        }
         return lock.withLock { _ in
             // Record by record until OpenSSL wants more from the socket or the response is whole.
             while true {
+                guard filled < buffer.count else { fail("a response larger than \(buffer.count) bytes") }
+                ERR_clear_error()
                 let count = SSL_read(tls, buffer.baseAddress! + filled, Int32(buffer.count - filled))
-                if count <= 0 && SSL_get_error(tls, count) == SSL_ERROR_WANT_READ { return false }
-                if receive(count > 0 ? Int(count) : -1) { return true }
+                if count <= 0 {
+                    if SSL_get_error(tls, count) == SSL_ERROR_WANT_READ { return false }
+                    fail("SSL_read: \(Self.tlsFailure(tls, count))")
+                }
+                if received(Int(count)) { return true }
             }
         }
     }
 
-    /// Takes `count` bytes read into the buffer (-1 for an error, with errno when plain); true
-    /// once a whole response is in, which is then dropped.
-    func receive(_ count: Int) -> Bool {
-        if count < 0 && tls == nil && errno == EAGAIN { return false }
-        guard count > 0 else { fail(count == 0 ? "the server closed the connection" : "read failed: \(String(cString: strerror(errno)))") }
+    /// What went wrong with an SSL_read or SSL_write that returned `result`.
+    static func tlsFailure(_ tls: OpaquePointer, _ result: Int32) -> String {
+        switch SSL_get_error(tls, result) {
+        case SSL_ERROR_ZERO_RETURN:
+            return "the server closed the connection"
+        case SSL_ERROR_SYSCALL:
+            return errno == 0 ? "the server closed the connection" : String(cString: strerror(errno))
+        default:
+            var text = [CChar](repeating: 0, count: 256)
+            ERR_error_string_n(ERR_get_error(), &text, text.count)
+            return text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        }
+    }
+
+    /// Takes `count` bytes just read into the buffer; true once a whole response is in, which
+    /// is then dropped.
+    func received(_ count: Int) -> Bool {
         filled += count
         guard let (length, body) = responseLength() else { return false }
         bodyBytes = body
@@ -137,6 +167,7 @@ final class Connection: @unchecked Sendable {
 
     /// The length of the response at the buffer's start and of its body, once all of it is in:
     /// the head's lines found with `memchr`, Content-Length read where a line starts with it.
+    /// Anything but a 200 with a Content-Length ends the run: the floor measures that alone.
     func responseLength() -> (Int, Int)? {
         let base = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: UInt8.self)
         var lineStart = 0
@@ -144,28 +175,31 @@ final class Connection: @unchecked Sendable {
         while lineStart < filled {
             guard let newline = memchr(base + lineStart, 0x0A, filled - lineStart) else { return nil }
             let lineEnd = UnsafeRawPointer(newline) - UnsafeRawPointer(base)
-            if lineEnd - lineStart <= 1 {
+            let line = UnsafeBufferPointer(start: base + lineStart, count: lineEnd - lineStart)
+            if lineStart == 0 {
+                guard line.count >= 12, memcmp(line.baseAddress!, "HTTP/1.1 200", 12) == 0 else {
+                    fail("the server answered \(String(decoding: line, as: UTF8.self))")
+                }
+            } else if line.isEmpty || (line.count == 1 && line[0] == 0x0D) {
                 // The empty line: the head ends here.
                 guard let bodyLength else { fail("a response without Content-Length") }
                 let length = lineEnd + 1 + bodyLength
                 return filled >= length ? (length, bodyLength) : nil
-            }
-            if bodyLength == nil, lineEnd - lineStart > 15, base[lineStart] | 0x20 == UInt8(ascii: "c"),
-               strncasecmp(UnsafeRawPointer(base + lineStart).assumingMemoryBound(to: CChar.self), "content-length:", 15) == 0 {
-                var position = lineStart + 15
-                var value = 0
-                while base[position] == UInt8(ascii: " ") { position += 1 }
-                while base[position] >= UInt8(ascii: "0") && base[position] <= UInt8(ascii: "9") {
-                    value = value * 10 + Int(base[position] - UInt8(ascii: "0"))
-                    position += 1
-                }
-                bodyLength = value
+            } else if bodyLength == nil, line.count > 15, line[0] | 0x20 == UInt8(ascii: "c"),
+                      strncasecmp(UnsafeRawPointer(line.baseAddress!).assumingMemoryBound(to: CChar.self), "content-length:", 15) == 0 {
+                let digits = line.dropFirst(15).drop { $0 == UInt8(ascii: " ") }.prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+                guard (1...9).contains(digits.count) else { fail("a Content-Length of \(digits.count) digits") }
+                bodyLength = digits.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
             }
             lineStart = lineEnd + 1
         }
         return nil
     }
 }
+
+/// Longest wait for a response before the run fails: a server that stops answering ends the
+/// run with a message rather than hanging it (and the harness with it).
+let responseTimeoutMilliseconds: Int32 = 10_000
 
 func makeEpoll(_ descriptors: Int32...) -> Int32 {
     let epoll = epoll_create1(0)
@@ -176,6 +210,16 @@ func makeEpoll(_ descriptors: Int32...) -> Int32 {
     return epoll
 }
 
+/// epoll_wait for at most the response timeout, retried when a signal interrupts it; the
+/// number of events (0: the time ran out).
+func waitForEvents(_ epoll: Int32, _ events: UnsafeMutablePointer<epoll_event>, _ capacity: Int32) -> Int {
+    while true {
+        let count = epoll_wait(epoll, events, capacity, responseTimeoutMilliseconds)
+        if count >= 0 { return Int(count) }
+        if errno != EINTR { fail("epoll_wait: \(String(cString: strerror(errno)))") }
+    }
+}
+
 /// The loop thread of `hop` and `loop`: reads responses and resumes the task waiting for each;
 /// for `loop` it also runs the jobs of the task that prefers it.
 final class Loop: TaskExecutor, @unchecked Sendable {
@@ -184,7 +228,8 @@ final class Loop: TaskExecutor, @unchecked Sendable {
     let epoll: Int32
     let waiter = Mutex<UnsafeContinuation<Int, Never>?>(nil)
     let jobs = Mutex<[UnownedJob]>([])
-    var thread = pthread_t()
+    /// The loop thread's id, once it runs: a job it enqueues itself needs no wake-up.
+    let threadID = Atomic<UInt>(0)
 
     init(_ connection: Connection) {
         self.connection = connection
@@ -192,38 +237,49 @@ final class Loop: TaskExecutor, @unchecked Sendable {
     }
 
     func start() {
+        var thread = pthread_t()
         let box = Unmanaged.passRetained(self).toOpaque()
-        pthread_create(&thread, nil, { argument in Unmanaged<Loop>.fromOpaque(argument!).takeRetainedValue().run() }, box)
+        let created = pthread_create(&thread, nil, { argument in Unmanaged<Loop>.fromOpaque(argument!).takeRetainedValue().run() }, box)
+        guard created == 0 else { fail("pthread_create: \(String(cString: strerror(created)))") }
     }
 
     /// One request: the continuation is set before the request leaves, so the loop finds it.
+    /// The cancellation handler stands for the one an API that can be cancelled installs for
+    /// every request (URLSession's data(for:) does), at the same cost.
     func fetch() async -> Int {
-        await withUnsafeContinuation { continuation in
-            waiter.withLock { $0 = continuation }
-            connection.send()
-        }
+        await withTaskCancellationHandler {
+            await withUnsafeContinuation { continuation in
+                waiter.withLock { $0 = continuation }
+                connection.send()
+            }
+        } onCancel: {}
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
         let unowned = UnownedJob(job)
         jobs.withLock { $0.append(unowned) }
-        if pthread_equal(pthread_self(), thread) == 0 {
+        if threadID.load(ordering: .relaxed) != UInt(pthread_self()) {
             var one: UInt64 = 1
             _ = write(wakeup, &one, 8)
         }
     }
 
     func run() -> Never {
+        threadID.store(UInt(pthread_self()), ordering: .relaxed)
         var events = [epoll_event](repeating: epoll_event(), count: 4)
         while true {
-            let count = epoll_wait(epoll, &events, Int32(events.count), -1)
-            for index in 0..<max(Int(count), 0) {
+            let count = waitForEvents(epoll, &events, Int32(events.count))
+            if count == 0 && waiter.withLock({ $0 != nil }) {
+                fail("no response in \(responseTimeoutMilliseconds / 1000) s")
+            }
+            for index in 0..<count {
                 if events[index].data.fd == wakeup {
                     var value: UInt64 = 0
                     _ = read(wakeup, &value, 8)
                 } else if connection.readResponse() {
                     let continuation = waiter.withLock { value in defer { value = nil }; return value }
-                    continuation?.resume(returning: connection.bodyBytes)
+                    guard let continuation else { fail("a response came with no request waiting for it") }
+                    continuation.resume(returning: connection.bodyBytes)
                 }
             }
             while let job = jobs.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
@@ -238,6 +294,9 @@ guard arguments.count == 4, ["direct", "hop", "loop"].contains(arguments[1]), le
       let count = Int(arguments[3]), count > 0 else {
     fail("usage: hop-floor direct|hop|loop http[s]://IPv4:PORT/PATH COUNT")
 }
+// A write to a connection the server has closed fails with EPIPE, reported, rather than killing
+// the process silently (OpenSSL's socket writes do not ask for MSG_NOSIGNAL).
+signal(SIGPIPE, SIG_IGN)
 let connection = Connection(target)
 
 switch arguments[1] {
@@ -246,7 +305,9 @@ case "direct":
     var event = epoll_event()
     func fetch() -> Int {
         connection.send()
-        repeat { _ = epoll_wait(epoll, &event, 1, -1) } while !connection.readResponse()
+        repeat {
+            if waitForEvents(epoll, &event, 1) == 0 { fail("no response in \(responseTimeoutMilliseconds / 1000) s") }
+        } while !connection.readResponse()
         return connection.bodyBytes
     }
     _ = fetch()
