@@ -54,11 +54,8 @@ let package = Package(
             ],
             path: "Sources/CookieBench"
         ),
-        .target(name: "CHopFloor", path: "Sources/CHopFloor"),
-        .executableTarget(
-            name: "hop-floor", dependencies: ["BenchSupport", "CHopFloor"], path: "Sources/HopFloor",
-            linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]
-        ),
+        .systemLibrary(name: "CHopFloor", path: "Sources/CHopFloor", providers: [.apt(["libssl-dev"])]),
+        .executableTarget(name: "hop-floor", dependencies: ["BenchSupport", "CHopFloor"], path: "Sources/HopFloor"),
         .target(name: "CMallocCounter", path: "Sources/CMallocCounter"),
         .target(name: "BenchSupport", path: "Sources/BenchSupport"),
     ],

@@ -15,32 +15,34 @@ BINARY=PATH for another courier-bench build (run as Courier). The binaries are t
 builds (.build/release); run it once first.
 """
 import argparse
-import json
 import os
-import re
 import signal
 import statistics
-import subprocess
 import sys
 
 import run
 
 
-def command(client, url, requests, pki):
-    """(argv, extra environment) of one W1 run of `client`."""
-    tls = {"SSL_CERT_FILE": f"{pki}/bundle.pem", "BENCH_CA_FILE": f"{pki}/ca.pem"}
+def measure(runner, client, url, requests):
+    """One W1 run of `client` through run.py's Runner: (requests a second, user µs a request,
+    system µs a request)."""
+    tls = runner.tls_env()
     if client == "wrk":
-        return ["wrk", "-t1", "-c1", f"-d{max(2, requests // 8000)}s", url], {}
-    if client == "h2load":
-        return ["h2load", "-n", str(requests), "-c", "1", "-m", "1", url], {}
-    if client.startswith("hop-floor-"):
-        return [os.path.join(run.BIN, "hop-floor"), client.split("-")[-1], url, str(requests)], tls
-    if client in ("Courier", "Courier-loop"):
-        extra = dict(tls, COURIER_BENCH_EXECUTOR="loop") if client == "Courier-loop" else tls
-        return [os.path.join(run.BIN, "courier-bench"), "w1", url, str(requests)], extra
-    if "=" in client:
-        return [client.split("=", 1)[1], "w1", url, str(requests)], tls
-    raise SystemExit(f"unknown client {client}")
+        result = runner.wrk(url, 1, max(2, requests // 8000))
+    elif client == "h2load":
+        result = runner.h2load(url, requests, 1)
+    elif client.startswith("hop-floor-"):
+        result = runner.swift_client("hop-floor", client.split("-")[-1], url, requests, env=tls)
+    elif client in ("Courier", "Courier-loop"):
+        env = dict(tls, COURIER_BENCH_EXECUTOR="loop") if client == "Courier-loop" else tls
+        result = runner.swift_client("courier-bench", "w1", url, requests, env=env)
+    elif "=" in client:
+        result = runner.swift_client("courier-bench", "w1", url, requests, env=tls, binary_path=client.split("=", 1)[1])
+    else:
+        raise SystemExit(f"unknown client {client}")
+    user, system = runner.last_usage
+    done = max(result["requests"], 1)
+    return result["requests"] / result["seconds"], user * 1e6 / done, system * 1e6 / done
 
 
 def main():
@@ -54,16 +56,14 @@ def main():
     scheme = "http" if options.variant == "h1" else "https"
     url = f"{scheme}://127.0.0.1:{run.PORTS[options.variant]}/100.bin"
     run.setup()
-    pki = os.path.join(run.WORK, "pki")
+    runner = run.Runner(os.path.join(run.WORK, "pki"))
     nginx = run.start_nginx()
     samples = {client: [] for client in options.clients}
     try:
         for round_number in range(options.rounds):
             order = options.clients if round_number % 2 == 0 else options.clients[::-1]
             for client in order:
-                argv, extra = command(client, url, options.requests, pki)
-                rate, usage, requests = timed(argv, extra)
-                samples[client].append((rate, usage[0] * 1e6 / requests, usage[1] * 1e6 / requests))
+                samples[client].append(measure(runner, client, url, options.requests))
             print(f"round {round_number + 1}/{options.rounds}", file=sys.stderr, flush=True)
     finally:
         nginx.send_signal(signal.SIGQUIT)
@@ -82,28 +82,6 @@ def main():
     if options.markdown:
         with open(options.markdown, "w") as handle:
             handle.write(text)
-
-
-def timed(argv, extra):
-    """One run: (requests a second, (user s, system s) of the client process, requests)."""
-    process = subprocess.Popen(["taskset", "-c", "1"] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=dict(os.environ, **extra))
-    stdout = process.stdout.read()
-    stderr = process.stderr.read()
-    _, status, usage = os.wait4(process.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(argv)} failed: {stderr.strip()[-400:]}")
-    if argv[0] == "wrk":
-        match = re.search(r"(\d+) requests in ([\d.]+)s", stdout)
-        requests, seconds = int(match.group(1)), float(match.group(2))
-    elif argv[0] == "h2load":
-        match = re.search(r"finished in ([\d.]+)(m?s)", stdout)
-        seconds = float(match.group(1)) / (1000 if match.group(2) == "ms" else 1)
-        requests = int(re.search(r"requests: \d+ total, \d+ started, (\d+) done", stdout).group(1))
-    else:
-        result = json.loads(stdout.strip().splitlines()[-1])
-        requests, seconds = result["requests"], result["seconds"]
-    return requests / seconds, (usage.ru_utime, usage.ru_stime), requests
 
 
 if __name__ == "__main__":

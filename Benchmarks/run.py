@@ -206,6 +206,7 @@ class Runner:
         self.pki = pki
         self.samples = {}
         self.last_connections = None
+        self.last_usage = (0.0, 0.0)
 
     def record(self, key, value):
         if self.last_connections is not None:
@@ -235,6 +236,8 @@ class Runner:
         stdout = process.stdout.read()
         stderr = process.stderr.read()
         _, status, usage = os.wait4(process.pid, 0)
+        # User and system time apart, for rounds.py.
+        self.last_usage = (usage.ru_utime, usage.ru_stime)
         peak = re.search(r"courier-peak-rss-kb (\d+)", stderr)
         process.returncode = os.waitstatus_to_exitcode(status)
         wall = time.monotonic() - start

@@ -340,7 +340,7 @@ public final class HTTP2ClientSession {
     }
 
     /// True when `bytes`, lower-cased, are `candidate` (lower case).
-    static func isNamed(_ candidate: [UInt8], _ bytes: UnsafeRawBufferPointer) -> Bool {
+    private static func isNamed(_ candidate: [UInt8], _ bytes: UnsafeRawBufferPointer) -> Bool {
         candidate.withUnsafeBytes { HTTPFieldValidation.equalsLowercased(bytes, $0) }
     }
 

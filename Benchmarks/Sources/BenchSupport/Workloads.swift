@@ -66,6 +66,8 @@ public struct Tally: Sendable {
     public var bytes = 0
     public var seconds = 0.0
 
+    public init() {}
+
     /// The fields every client prints: requests (succeeded), seconds, bytes, errors.
     public var fields: [String: Any] {
         ["requests": completed - errors, "seconds": seconds, "bytes": bytes, "errors": errors]

@@ -1,2 +1,0 @@
-// A C target needs a source file; hop-floor needs only the header.
-#include "CHopFloor.h"
