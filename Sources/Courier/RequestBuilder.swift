@@ -45,16 +45,17 @@ enum RequestBuilder {
     ///   request is as the origin would get it directly.
     /// - Parameter upgrade: the request asks to switch protocols (``TransportRequest/upgrades``),
     ///   so it goes through any proxy in a tunnel.
+    /// - Parameter origins: the session's last origin, reused when the URL names it again.
     static func make(
         _ request: URLRequest, configuration: URLSessionConfiguration, body source: TaskDriver.BodySource, proxy: ProxyServer? = nil,
-        upgrade: Bool = false
+        upgrade: Bool = false, origins: OriginMemo? = nil
     ) throws(URLError) -> TransportRequest {
         guard let url = request.url else {
             throw .courier(.unsupportedURL, "The request has no URL.", url: nil)
         }
         let origin: Origin
         let originTarget: String
-        if let parts = plainParts(of: url) {
+        if let parts = plainParts(of: url, origins: origins) {
             (origin, originTarget) = parts
         } else {
             origin = try self.origin(of: url)
@@ -158,7 +159,7 @@ enum RequestBuilder {
     /// host, a base URL, an empty query), which ``origin(of:)`` and ``target(of:)`` read through
     /// Foundation; for the URLs this accepts, the two give the same parts (a unit test and the
     /// url-request fuzz target compare them).
-    static func plainParts(of url: URL) -> (origin: Origin, target: String)? {
+    static func plainParts(of url: URL, origins: OriginMemo? = nil) -> (origin: Origin, target: String)? {
         guard url.baseURL == nil else { return nil }
         let string = url.absoluteString
         let parts = string.utf8.withContiguousStorageIfAvailable { bytes -> (Origin, String)? in
@@ -217,10 +218,12 @@ enum RequestBuilder {
             }
             // An empty query ("/p?") is left to Foundation, which may or may not keep the "?".
             if targetEnd > targetStart, bytes[targetEnd - 1] == UInt8(ascii: "?") { return nil }
-            let host = String(decoding: UnsafeBufferPointer(rebasing: bytes[hostStart..<hostEnd]), as: UTF8.self)
+            let host = UnsafeBufferPointer(rebasing: bytes[hostStart..<hostEnd])
             var target = String(decoding: UnsafeBufferPointer(rebasing: bytes[targetStart..<targetEnd]), as: UTF8.self)
             if targetStart == targetEnd || bytes[targetStart] == UInt8(ascii: "?") { target = "/" + target }
-            return (Origin(scheme: scheme, lowerCasedHost: host, port: port), target)
+            let origin = origins?.origin(scheme: scheme, host: host, port: port)
+                ?? Origin(scheme: scheme, lowerCasedHost: String(decoding: host, as: UTF8.self), port: port)
+            return (origin, target)
         }
         return parts ?? nil
     }
@@ -454,4 +457,34 @@ struct BodyReadError: Error, CustomStringConvertible {
 public enum Courier {
     /// The library version, sent in the default User-Agent.
     public static let version = "0.1.0"
+}
+
+/// The origin a session last sent a request to, so that the next request for the same one
+/// takes its strings (host, authority) as they are instead of making them again: most
+/// requests of a session go to the origin of the one before.
+final class OriginMemo: Sendable {
+    private final class Entry: Sendable {
+        let origin: Origin
+        /// The host's bytes, compared with the next URL's.
+        let host: [UInt8]
+
+        init(origin: Origin, host: [UInt8]) {
+            self.origin = origin
+            self.host = host
+        }
+    }
+
+    private let last = Mutex<Entry?>(nil)
+
+    /// The origin of `scheme`, `host` (lower-case bytes) and `port` (nil: the scheme's default).
+    func origin(scheme: Origin.Scheme, host: UnsafeBufferPointer<UInt8>, port: UInt16?) -> Origin {
+        if let kept = last.withLock({ $0 }), kept.origin.scheme == scheme, kept.origin.port == port ?? scheme.defaultPort,
+           kept.host.count == host.count, !host.isEmpty, kept.host.withUnsafeBufferPointer({ memcmp($0.baseAddress!, host.baseAddress!, host.count) == 0 }) {
+            return kept.origin
+        }
+        let made = Origin(scheme: scheme, lowerCasedHost: String(decoding: host, as: UTF8.self), port: port)
+        let entry = Entry(origin: made, host: Array(host))
+        last.withLock { $0 = entry }
+        return made
+    }
 }

@@ -371,7 +371,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         do {
             guard let request, let url = request.url else { throw URLError.courier(.unsupportedURL, "The task has no request.", url: nil) }
             let proxy = try proxy(for: url)
-            transportRequest = try RequestBuilder.make(request, configuration: session.frozenConfiguration, body: source, proxy: proxy)
+            transportRequest = try RequestBuilder.make(request, configuration: session.frozenConfiguration, body: source, proxy: proxy, origins: session.origins)
             if let resumeRange { Self.addResumeRange(resumeRange, to: &transportRequest) }
             if let proxy, case .http = proxy.kind {
                 hop = ProxyHop(server: proxy, isTunnel: transportRequest.origin.scheme == .https, tunnelTarget: transportRequest.origin.hostAndPort)

@@ -122,7 +122,7 @@ open class HTTPURLResponse: URLResponse, @unchecked Sendable {
         self.httpVersion = head.version.description
         self.fields = head.fields
         self.contentType = Mutex(.unread)
-        super.init(url: url, mimeType: nil, expectedContentLength: Self.contentLength(head.fields), textEncodingName: nil)
+        super.init(url: url, mimeType: nil, expectedContentLength: head.validatedContentLength ?? Self.contentLength(head.fields), textEncodingName: nil)
     }
 
     /// Content-Type's parts, for a response from a parsed head: unread until asked.

@@ -66,10 +66,14 @@ open class URLSession: NSObject, @unchecked Sendable {
     /// True when the logger lets `.debug` through: exchanges are then described (their fields
     /// joined into one line), which is not free.
     let logsExchanges: Bool
+    /// The origin of the last request built, for the next one to the same origin.
+    let origins = OriginMemo()
     /// The follow-up rules every task of the session shares, from the configuration.
     let redirectPolicy: RedirectPolicy
     let retryPolicy: RetryPolicy
     let registry: Mutex<Registry>
+    /// A delegate was given at creation; without one, `delegate` is nil for good.
+    private let createdWithDelegate: Bool
     /// Makes the file a download task writes to: a new file in the temporary directory. Tests
     /// replace it to reach the failure paths.
     let makeDownloadFile = Mutex(DownloadFileMaker {
@@ -145,6 +149,7 @@ open class URLSession: NSObject, @unchecked Sendable {
         self.redirectPolicy = RedirectPolicy(extraCrossOriginFieldNames: frozen.courierHeadersStrippedOnCrossOriginRedirect)
         self.retryPolicy = RetryPolicy(maximumDelay: frozen.courierMaximumRetryAfterDelay, maximumAttempts: frozen.courierMaximumRetryAttempts)
         self.registry = Mutex(Registry(delegate: delegate))
+        self.createdWithDelegate = delegate != nil
         if let dictionary = frozen.connectionProxyDictionary {
             self.proxySelection = .dictionary(dictionary)
         } else {
@@ -166,7 +171,11 @@ open class URLSession: NSObject, @unchecked Sendable {
     }
 
     /// The delegate; nil after invalidation.
-    open var delegate: (any URLSessionDelegate)? { registry.withLock { $0.delegate } }
+    open var delegate: (any URLSessionDelegate)? {
+        // A session made without a delegate never gets one: no lock to take (every task asks).
+        guard createdWithDelegate else { return nil }
+        return registry.withLock { $0.delegate }
+    }
 
     /// A copy of the session's configuration.
     open var configuration: URLSessionConfiguration { frozenConfiguration.copy() as! URLSessionConfiguration }

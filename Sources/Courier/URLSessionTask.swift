@@ -41,6 +41,8 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
     }
 
     let storage: Mutex<Storage>
+    /// Set once `delegate` has been given one: until then reading it takes no lock.
+    private let delegateWasSet = Atomic<Bool>(false)
     private let identifier: Int
     private let original: URLRequest?
     let session: URLSession
@@ -87,8 +89,10 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
         self.session = session
         self.identifier = identifier
         self.original = task.originalRequest
-        self.storage = Mutex(task.storage.withLock { $0 })
+        let taken = task.storage.withLock { $0 }
+        self.storage = Mutex(taken)
         super.init()
+        if taken.delegate != nil { delegateWasSet.store(true, ordering: .releasing) }
         self.driver = task.driver
     }
 
@@ -140,8 +144,15 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
 
     /// The task's own delegate; it receives task events before the session's delegate.
     open var delegate: (any URLSessionTaskDelegate)? {
-        get { storage.withLock { $0.delegate } }
-        set { storage.withLock { $0.delegate = newValue } }
+        get {
+            // Most tasks never get a delegate, and the driver asks a few times a request.
+            guard delegateWasSet.load(ordering: .acquiring) else { return nil }
+            return storage.withLock { $0.delegate }
+        }
+        set {
+            storage.withLock { $0.delegate = newValue }
+            if newValue != nil { delegateWasSet.store(true, ordering: .releasing) }
+        }
     }
 
     /// The earliest time the load may begin: a task resumed before it waits (no connection,

@@ -68,6 +68,21 @@ public struct HTTPFields: Sendable, Equatable {
         self.locations = locations
     }
 
+    /// True when these fields come from ``validated()`` with no field added since: a set that
+    /// many requests share as it is (a session's default fields). Removing a field keeps it.
+    public var isSharedValidated: Bool { knownValid }
+
+    /// True when `other` is this very value: the same storage, not merely equal contents. A
+    /// copy held somewhere keeps that storage from being changed in place (a change copies it
+    /// first), so fields found identical to a held copy are the same fields.
+    public func isIdentical(to other: HTTPFields) -> Bool {
+        storage.withUnsafeBufferPointer { mine in
+            other.storage.withUnsafeBufferPointer { mine.baseAddress == $0.baseAddress && mine.count == $0.count }
+        } && locations.withUnsafeBufferPointer { mine in
+            other.locations.withUnsafeBufferPointer { mine.baseAddress == $0.baseAddress && mine.count == $0.count }
+        }
+    }
+
     /// The number of fields.
     public var count: Int { locations.count }
 

@@ -66,7 +66,15 @@ public struct HTTPResponseHead: Sendable, Equatable {
     public var status: Int
     /// The reason phrase; carries no meaning and may be empty (always empty on HTTP/2).
     public var reason: String
-    public var fields: HTTPFields
+    public var fields: HTTPFields {
+        // What was read from the fields no longer holds once they change.
+        didSet { validatedContentLength = nil }
+    }
+    /// The Content-Length the HTTP/1 parser validated while it framed the body, so that a
+    /// reader need not look the field up again: its value, or -1 when the head has none; nil
+    /// when not known (a head the parser did not frame, or whose fields changed since). Not
+    /// part of equality: it only repeats what the fields say.
+    public var validatedContentLength: Int?
 
     public init(version: HTTPVersion, status: Int, reason: String = "", fields: HTTPFields = HTTPFields()) {
         self.version = version
@@ -77,6 +85,10 @@ public struct HTTPResponseHead: Sendable, Equatable {
 
     /// 1xx.
     public var isInformational: Bool { (100..<200).contains(status) }
+
+    public static func == (lhs: HTTPResponseHead, rhs: HTTPResponseHead) -> Bool {
+        lhs.version == rhs.version && lhs.status == rhs.status && lhs.reason == rhs.reason && lhs.fields == rhs.fields
+    }
 }
 
 /// The head of a request, independent of the HTTP version that will carry it.

@@ -38,17 +38,57 @@ public struct ProxyServer: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    public var kind: Kind
+    /// The parts, in one shared box (copy on write). Every request carries an optional proxy
+    /// (in its transport request and its connection key), nearly always nil; held inline, the
+    /// optional of this struct was copied and destroyed through the runtime's value witnesses
+    /// (some 300 instructions a request), and as one reference it is a pointer test and a retain.
+    private final class Parts: Sendable {
+        let kind: Kind
+        let host: String
+        let port: UInt16
+        let credentials: Credentials?
+
+        init(kind: Kind, host: String, port: UInt16, credentials: Credentials?) {
+            self.kind = kind
+            self.host = host
+            self.port = port
+            self.credentials = credentials
+        }
+    }
+
+    private var parts: Parts
+
+    public var kind: Kind {
+        get { parts.kind }
+        set { parts = Parts(kind: newValue, host: parts.host, port: parts.port, credentials: parts.credentials) }
+    }
     /// The proxy's host, lower-cased; IPv6 literals without brackets.
-    public var host: String
-    public var port: UInt16
-    public var credentials: Credentials?
+    public var host: String {
+        get { parts.host }
+        set { parts = Parts(kind: parts.kind, host: newValue, port: parts.port, credentials: parts.credentials) }
+    }
+    public var port: UInt16 {
+        get { parts.port }
+        set { parts = Parts(kind: parts.kind, host: parts.host, port: newValue, credentials: parts.credentials) }
+    }
+    public var credentials: Credentials? {
+        get { parts.credentials }
+        set { parts = Parts(kind: parts.kind, host: parts.host, port: parts.port, credentials: newValue) }
+    }
 
     public init(kind: Kind, host: String, port: UInt16, credentials: Credentials? = nil) {
-        self.kind = kind
-        self.host = host.lowercased()
-        self.port = port
-        self.credentials = credentials
+        parts = Parts(kind: kind, host: host.lowercased(), port: port, credentials: credentials)
+    }
+
+    public static func == (lhs: ProxyServer, rhs: ProxyServer) -> Bool {
+        lhs.parts === rhs.parts || (lhs.kind == rhs.kind && lhs.host == rhs.host && lhs.port == rhs.port && lhs.credentials == rhs.credentials)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(kind)
+        hasher.combine(host)
+        hasher.combine(port)
+        hasher.combine(credentials)
     }
 
     /// `host:port`, with brackets around an IPv6 literal.

@@ -39,6 +39,33 @@ public enum HTTP1RequestEncoder {
     /// Appends the encoding of a head that already passed ``validate(_:)`` (the transport
     /// validates every request once, before it reaches a pool), so it is not checked twice.
     public static func encodeValidatedHead(_ head: HTTPRequestHead, framing: HTTP1BodyFraming, upgrade: Bool = false, into buffer: inout ByteBuffer) {
+        var none: EncodedFieldLines?
+        encode(head, framing: framing, upgrade: upgrade, into: &buffer, lines: &none, keepsLines: false)
+    }
+
+    /// The field lines of one shared set of fields (``HTTPFields/isSharedValidated``), as
+    /// encoded: a connection keeps the last such set, and a request that carries those very
+    /// fields again (a session's defaults, unchanged) has them copied instead of written field
+    /// by field.
+    public struct EncodedFieldLines: Sendable {
+        let fields: HTTPFields
+        let lines: [UInt8]
+    }
+
+    /// ``encodeValidatedHead(_:framing:upgrade:into:)``, copying the field lines from `lines`
+    /// when the head carries the fields they were made from, and keeping there the lines of a
+    /// shared set it encodes.
+    public static func encodeValidatedHead(
+        _ head: HTTPRequestHead, framing: HTTP1BodyFraming, upgrade: Bool = false, into buffer: inout ByteBuffer,
+        reusing lines: inout EncodedFieldLines?
+    ) {
+        encode(head, framing: framing, upgrade: upgrade, into: &buffer, lines: &lines, keepsLines: true)
+    }
+
+    private static func encode(
+        _ head: HTTPRequestHead, framing: HTTP1BodyFraming, upgrade: Bool, into buffer: inout ByteBuffer,
+        lines: inout EncodedFieldLines?, keepsLines: Bool
+    ) {
         var method = head.method.rawValue, target = head.target, authority = head.authority
         method.withUTF8 { method in
             target.withUTF8 { target in
@@ -57,12 +84,21 @@ public enum HTTP1RequestEncoder {
                         out.put(UnsafeRawBufferPointer(authority))
                         out.put(crlf)
                         if upgrade { out.put(upgradeLine) }
-                        head.fields.forEachField { name, value in
-                            if isReserved(name) { return }
-                            out.put(name)
-                            out.put(colonSpace)
-                            out.put(value)
-                            out.put(crlf)
+                        if let kept = lines, kept.fields.isIdentical(to: head.fields) {
+                            kept.lines.withUnsafeBytes { out.put($0) }
+                        } else {
+                            let start = out.cursor
+                            head.fields.forEachField { name, value in
+                                if isReserved(name) { return }
+                                out.put(name)
+                                out.put(colonSpace)
+                                out.put(value)
+                                out.put(crlf)
+                            }
+                            if keepsLines && head.fields.isSharedValidated {
+                                let written = UnsafeRawBufferPointer(start: start, count: start.distance(to: out.cursor))
+                                lines = EncodedFieldLines(fields: head.fields, lines: Array(written))
+                            }
                         }
                         switch framing {
                         case .none:

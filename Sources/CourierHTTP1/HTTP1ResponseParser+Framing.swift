@@ -6,15 +6,18 @@ extension HTTP1ResponseParser {
     /// Framing fields are checked on every response, bodiless ones included, so a server that
     /// frames ambiguously is refused even when the ambiguity would not bite this time.
     /// `framing`'s ranges are in `bytes`, the head's section.
+    ///
+    /// Returns the head's validated Content-Length, -1 when it has none, nil when its framing
+    /// fields were not read (a 101, or a 2xx to CONNECT).
     mutating func chooseFraming(
         _ head: HTTPResponseHead, _ framing: FramingFields, in bytes: UnsafeRawBufferPointer
-    ) throws(HTTP1ResponseError) {
+    ) throws(HTTP1ResponseError) -> Int? {
         // A 101 hands the connection to another protocol, and any 2xx to CONNECT turns it into
         // a tunnel (step 2); RFC 9110 section 9.3.6 says to ignore framing fields in the latter.
         if head.status == 101 || (answering == .connect && (200..<300).contains(head.status)) {
             connectionReuse = .upgraded
             state = .upgraded
-            return
+            return nil
         }
         let contentLength = try Self.contentLength(framing.contentLengths, in: bytes)
         let coding = try Self.transferCoding(framing.transferEncodings, in: bytes, version: head.version)
@@ -25,29 +28,30 @@ extension HTTP1ResponseParser {
         // Step 1: HEAD responses and 1xx, 204 and 304 responses end with their header section.
         if answering == .head || head.status == 204 || head.status == 304 {
             state = .complete(trailers: nil)
-            return
+            return contentLength ?? -1
         }
         // Step 4: a Transfer-Encoding (never with a Content-Length: refused above) whose final
         // coding is chunked is framed by it; any other runs until the server closes.
         switch coding {
         case .chunked:
             state = .chunkSize(ChunkSizeLine())
-            return
+            return -1
         case .untilClose:
             connectionReuse = .close
             state = .untilClose
-            return
+            return -1
         case .none:
             break
         }
         // Step 6: a valid Content-Length (step 5, an invalid or conflicting one, is refused above).
         if let contentLength {
             state = contentLength == 0 ? .complete(trailers: nil) : .fixedBody(remaining: contentLength)
-            return
+            return contentLength
         }
         // Step 8 (step 7 is for requests): otherwise the body runs until the server closes the connection.
         connectionReuse = .close
         state = .untilClose
+        return -1
     }
 
     /// The Content-Length, when present: every field, and every element of a list-valued field,

@@ -110,7 +110,7 @@ extension HTTP1ResponseParser {
     /// Takes a parsed head whose section is `bytes` (where the ranges of `framing` point): an
     /// interim one is counted, a final one gets its body's framing.
     private mutating func accept(
-        _ head: HTTPResponseHead, _ framing: FramingFields, in bytes: UnsafeRawBufferPointer
+        _ head: consuming HTTPResponseHead, _ framing: FramingFields, in bytes: UnsafeRawBufferPointer
     ) throws(HTTP1ResponseError) -> HTTPResponseHead {
         if head.isInterim {
             informationalCount += 1
@@ -118,7 +118,7 @@ extension HTTP1ResponseParser {
             resetSection()
             return head
         }
-        try chooseFraming(head, framing, in: bytes)
+        head.validatedContentLength = try chooseFraming(head, framing, in: bytes)
         lastHeadByteCount = bytes.count
         resetSection()
         return head

@@ -21,6 +21,7 @@ extension HTTP2ClientSession {
         blockEnd = 0
         state.fieldLocations.removeAll(keepingCapacity: true)
         state.status = nil
+        state.contentLength = -1
         state.headerBytes = 0
     }
 
@@ -61,8 +62,15 @@ extension HTTP2ClientSession {
             return true
         }
         appendField(name: name, value: value, to: state)
+        if name.count == 14, memcmp(name.baseAddress!, Self.contentLengthName.utf8Start, 14) == 0 {
+            // nghttp2 refuses a Content-Length that is not a number, and a second one; one of
+            // more than 18 digits is left to whoever reads the field (nil: not known).
+            state.contentLength = Self.decimal(value, maxDigits: 18)
+        }
         return true
     }
+
+    private static let contentLengthName: StaticString = "content-length"
 
     /// Adds a regular field to the block being collected, its name in canonical case.
     private func appendField(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, to state: StreamState) {
@@ -90,9 +98,10 @@ extension HTTP2ClientSession {
         return memcmp(base, status.utf8Start, name.count) == 0
     }
 
-    /// The value of a `:status` field, or nil when it is not a decimal number.
-    static func decimal(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? {
-        guard !bytes.isEmpty, bytes.count <= 9 else { return nil }
+    /// The value of a `:status` field (or of a Content-Length), or nil when it is not a decimal
+    /// number of at most `maxDigits` digits.
+    static func decimal(_ bytes: UnsafeBufferPointer<UInt8>, maxDigits: Int = 9) -> Int? {
+        guard !bytes.isEmpty, bytes.count <= maxDigits else { return nil }
         var value = 0
         for byte in bytes {
             guard byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") else { return nil }
@@ -126,8 +135,8 @@ extension HTTP2ClientSession {
     /// A complete header block: an interim or the final response head, or trailers.
     private func headerBlockComplete(_ streamID: Int32, _ state: StreamState, _ fields: HTTPFields, status: Int?) {
         if let status {
-            var head = HTTPResponseHead(version: .http2, status: status)
-            head.fields = fields
+            var head = HTTPResponseHead(version: .http2, status: status, fields: fields)
+            head.validatedContentLength = state.contentLength
             if (100..<200).contains(status) {
                 delegate?.http2Stream(streamID, didReceiveInformationalHead: head)
                 return

@@ -20,6 +20,9 @@ public final class HTTP2ClientSession {
         @exclusivity(unchecked) var fieldLocations: [HTTPFields.Location] = []
         /// The block's `:status`, when it had one.
         @exclusivity(unchecked) var status: Int?
+        /// The block's Content-Length: -1 while it has none, nil when it has one too long to
+        /// read here (``HTTPResponseHead/validatedContentLength``).
+        @exclusivity(unchecked) var contentLength: Int? = -1
         @exclusivity(unchecked) var headerBytes = 0
         @exclusivity(unchecked) var headDelivered = false
         @exclusivity(unchecked) var endStreamReceived = false
@@ -51,6 +54,9 @@ public final class HTTP2ClientSession {
     /// (``submitValidatedRequest(_:body:)``); kept between requests.
     @exclusivity(unchecked) private var blockScratch: [UInt8] = []
     @exclusivity(unchecked) private var fieldScratch: [nghttp2_nv] = []
+    /// The fields of the last shared set sent (a session's defaults), as they went into the
+    /// block: copied whole into the next request that carries the same set.
+    @exclusivity(unchecked) private var sharedFieldBlock: SharedFieldBlock?
     /// The server's SETTINGS_MAX_CONCURRENT_STREAMS; 100 (RFC 9113's suggested minimum)
     /// until it says otherwise.
     @exclusivity(unchecked) public private(set) var remoteMaxConcurrentStreams = 100
@@ -175,7 +181,8 @@ public final class HTTP2ClientSession {
         if case .known(let count) = body { length = String(count) }
         var capacity = 32 + Self.pseudoNameBytes
         capacity += head.method.rawValue.utf8.count + head.scheme.utf8.count + head.authority.utf8.count + head.target.utf8.count
-        head.fields.forEachField { name, value in capacity += name.count + value.count }
+        // At least the bytes of every name and value (removed fields may leave theirs behind).
+        capacity += head.fields.storageByteCount
         capacity += length.map { 14 + $0.utf8.count } ?? 0
         if blockScratch.count < capacity {
             blockScratch = [UInt8](repeating: 0, count: Swift.max(capacity, 2 * blockScratch.count))
@@ -194,9 +201,20 @@ public final class HTTP2ClientSession {
             writer.add(":scheme", head.scheme)
             writer.add(":authority", head.authority)
             writer.add(":path", head.target)
-            head.fields.forEachField { name, value in
-                guard let kept = Self.keptName(name, value: value) else { return }
-                writer.add(name, value, lowerCasingName: kept == .lowerCased)
+            if let shared = sharedFieldBlock, shared.fields.isIdentical(to: head.fields) {
+                writer.add(shared)
+            } else {
+                let (start, firstField) = (writer.end, writer.fields.count)
+                head.fields.forEachField { name, value in
+                    guard let kept = Self.keptName(name, value: value) else { return }
+                    writer.add(name, value, lowerCasingName: kept == .lowerCased)
+                }
+                if head.fields.isSharedValidated {
+                    sharedFieldBlock = SharedFieldBlock(
+                        fields: head.fields, bytes: Array(whole[start..<writer.end]),
+                        lengths: writer.fields[firstField...].map { SharedFieldBlock.Lengths(name: $0.namelen, value: $0.valuelen) }
+                    )
+                }
             }
             if let length { writer.add("content-length", length) }
             swap(&writer.fields, &fields)
@@ -247,6 +265,21 @@ public final class HTTP2ClientSession {
             ))
         }
 
+        /// Copies the fields of a shared block after what is written, as one run of bytes.
+        mutating func add(_ block: SharedFieldBlock) {
+            precondition(end + block.bytes.count <= buffer.count, "the header block outgrew the size counted for it")
+            block.bytes.withUnsafeBytes { copy($0) }
+            var position = end - block.bytes.count
+            for lengths in block.lengths {
+                let name = buffer.baseAddress! + position
+                fields.append(nghttp2_nv(
+                    name: name, value: name + lengths.name,
+                    namelen: lengths.name, valuelen: lengths.value, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+                ))
+                position += lengths.name + lengths.value
+            }
+        }
+
         /// Adds a field whose name is written in the source (already lower-case).
         mutating func add(_ name: StaticString, _ value: String) {
             HTTP2ClientSession.withBytes(of: value) { add(UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), $0) }
@@ -257,6 +290,20 @@ public final class HTTP2ClientSession {
             UnsafeMutableRawPointer(buffer.baseAddress! + end).copyMemory(from: source, byteCount: bytes.count)
             end += bytes.count
         }
+    }
+
+    /// One shared set of fields (``HTTPFields/isSharedValidated``) as it went into a header
+    /// block: the names (lower-cased) and values of the fields kept, one after the other, and
+    /// their lengths.
+    struct SharedFieldBlock {
+        struct Lengths {
+            var name: Int
+            var value: Int
+        }
+
+        let fields: HTTPFields
+        let bytes: [UInt8]
+        let lengths: [Lengths]
     }
 
     /// Calls `body` with the UTF-8 bytes of `string`, without a copy when the string holds them

@@ -32,6 +32,9 @@ final class HTTP1Connection: TransportStreamDelegate {
     /// Response bytes read while the exchange was paused, waiting to be parsed.
     @exclusivity(unchecked) private var stash = ByteBuffer()
     @exclusivity(unchecked) var sendBuffer = ByteBuffer(capacity: 1024)
+    /// The field lines of the last shared set of fields sent (a session's defaults), copied
+    /// into the next request that carries the same set.
+    @exclusivity(unchecked) private var encodedFieldLines: HTTP1RequestEncoder.EncodedFieldLines?
     @exclusivity(unchecked) private var timeoutTimer: TimerID?
     /// When `timeoutTimer` fires; kept for the next exchange whose timeout is no earlier.
     @exclusivity(unchecked) private var timeoutTimerFires: MonotonicInstant?
@@ -104,7 +107,7 @@ final class HTTP1Connection: TransportStreamDelegate {
         }
         sendBuffer.clear()
         // HTTPTransport.start validated the head before it reached the pool.
-        HTTP1RequestEncoder.encodeValidatedHead(request.head, framing: framing, upgrade: request.upgrades, into: &sendBuffer)
+        HTTP1RequestEncoder.encodeValidatedHead(request.head, framing: framing, upgrade: request.upgrades, into: &sendBuffer, reusing: &encodedFieldLines)
         metrics.requestHeaderBytesSent = Int64(sendBuffer.readableBytes)
         if let spare = spareActive {
             spareActive = nil

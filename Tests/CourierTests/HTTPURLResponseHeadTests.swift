@@ -32,6 +32,26 @@ struct HTTPURLResponseHeadTests {
         #expect(parsed.expectedContentLength == 12)
     }
 
+    @Test("expectedContentLength: the parser's validated length when the head has one, else read from the fields")
+    func expectedContentLength() {
+        let url = URL(string: "http://127.0.0.1/file")!
+        var head = HTTPResponseHead(version: .http1_1, status: 200, fields: HTTPFields([("Content-Length", "12")]))
+        #expect(HTTPURLResponse(url: url, head: head).expectedContentLength == 12)
+        head.validatedContentLength = 12
+        #expect(HTTPURLResponse(url: url, head: head).expectedContentLength == 12)
+        head.validatedContentLength = -1
+        head.fields = HTTPFields([("Transfer-Encoding", "chunked")])
+        #expect(HTTPURLResponse(url: url, head: head).expectedContentLength == -1)
+        // A length the parser read is the one taken (a head's fields and its length agree:
+        // the parser set it from them, and changing the fields drops it).
+        var parsed = HTTPResponseHead(version: .http1_1, status: 200, fields: HTTPFields([("Content-Length", "7, 7")]))
+        parsed.validatedContentLength = 7
+        #expect(HTTPURLResponse(url: url, head: parsed).expectedContentLength == 7)
+        parsed.fields.append(name: "X-Later", value: "1")
+        #expect(parsed.validatedContentLength == nil)
+        #expect(HTTPURLResponse(url: url, head: parsed).expectedContentLength == 7)
+    }
+
     @Test("without Content-Type there is no mimeType and no encoding")
     func noContentType() {
         let parsed = response([("X-Other", "1")])

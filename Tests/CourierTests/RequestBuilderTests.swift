@@ -40,6 +40,29 @@ struct RequestBuilderTests {
         #expect(RequestBuilder.plainParts(of: url) != nil)
     }
 
+    @Test("with the session's last origin kept, every plain URL reads as without it, in any order")
+    func originMemo() throws {
+        let memo = OriginMemo()
+        // In the list's order, then reversed, then each twice in a row: hosts, ports and schemes
+        // change from one URL to the next, and stay the same.
+        let order = Self.plain + Self.plain.reversed() + Self.plain.flatMap { [$0, $0] }
+        for text in order {
+            let url = try #require(URL(string: text))
+            let (origin, target) = try #require(RequestBuilder.plainParts(of: url, origins: memo))
+            let (fresh, freshTarget) = try #require(RequestBuilder.plainParts(of: url))
+            #expect(origin == fresh, "\(text)")
+            #expect(origin.authority == fresh.authority, "\(text)")
+            #expect(target == freshTarget, "\(text)")
+        }
+        // The same host and port under the other scheme, and a port that is the default.
+        for text in ["http://h:443/", "https://h:443/", "http://h:443/", "http://h/", "http://h:80/", "https://h/"] {
+            let url = try #require(URL(string: text))
+            let origin = try #require(RequestBuilder.plainParts(of: url, origins: memo)).origin
+            #expect(origin == (try RequestBuilder.origin(of: url)), "\(text)")
+            #expect(origin.authority == (try RequestBuilder.origin(of: url)).authority, "\(text)")
+        }
+    }
+
     @Test("the others are left to Foundation", arguments: others)
     func leavesOthers(_ text: String) throws {
         guard let url = URL(string: text) else { return }

@@ -1,0 +1,78 @@
+import CourierCore
+@testable import CourierHTTP2
+import Testing
+
+/// A session's shared fields (``HTTPFields/isSharedValidated``, a URLSession's defaults) are
+/// lower-cased and sifted once per connection and copied into each request's header block
+/// after; and a response head carries the Content-Length nghttp2 let through.
+@Suite("HTTP/2 shared field blocks and Content-Length on heads")
+struct SharedFieldBlockTests {
+    /// The regular (non-pseudo) fields the server received on `stream`, as "name=value".
+    private func regular(_ link: Link, _ stream: Int32) throws -> [String] {
+        try #require(link.server.requests[stream]).headers.filter { !$0.0.hasPrefix(":") }.map { "\($0.0)=\($0.1)" }
+    }
+
+    @Test("requests carrying the same shared fields each send them, lower-cased and without HTTP/1-only fields")
+    func sharedFieldsReachTheServer() throws {
+        let link = try Link()
+        let shared = try HTTPFields([
+            ("User-Agent", "t/1"), ("Connection", "keep-alive"), ("Accept", "*/*"), ("Accept-Language", "en-GB"), ("TE", "trailers"),
+        ]).validated()
+        let expected = ["user-agent=t/1", "accept=*/*", "accept-language=en-GB", "te=trailers"]
+        var withCookie = shared
+        withCookie.append(name: "Cookie", value: "a=1")
+        let other = try HTTPFields([("ACCEPT", "text/html"), ("X-Other", "O")]).validated()
+
+        // Several before the link moves a byte (nghttp2 copies each block), then more after.
+        let first = try (0..<3).map { try link.get("/\($0)", fields: shared) }
+        let cookie = try link.get("/cookie", fields: withCookie)
+        let between = try link.get("/other", fields: other)
+        let again = try link.get("/again", fields: shared)
+        try link.pump()
+        let later = try link.get("/later", fields: shared)
+        let apart = try link.get("/apart", fields: try HTTPFields([("User-Agent", "t/2")]).validated())
+        try link.pump()
+
+        for stream in first + [again, later] { #expect(try regular(link, stream) == expected, "stream \(stream)") }
+        #expect(try regular(link, cookie) == expected + ["cookie=a=1"])
+        #expect(try regular(link, between) == ["accept=text/html", "x-other=O"])
+        #expect(try regular(link, apart) == ["user-agent=t/2"])
+        let paths = try (first + [cookie, between, again, later, apart]).map { stream in
+            try #require(link.server.requests[stream]).headers.first { $0.0 == ":path" }?.1
+        }
+        #expect(paths == ["/0", "/1", "/2", "/cookie", "/other", "/again", "/later", "/apart"])
+    }
+
+    @Test("a shared set too large for the block buffer kept so far still goes whole")
+    func largeSharedSet() throws {
+        let link = try Link()
+        let small = try HTTPFields([("Accept", "*/*")]).validated()
+        let large = try HTTPFields((0..<30).map { ("X-Field-\($0)", String(repeating: "v", count: 100 + $0)) }).validated()
+        let streams = try [small, large, large, small, large].enumerated().map { try link.get("/\($0.offset)", fields: $0.element) }
+        try link.pump()
+        let largeExpected = (0..<30).map { "x-field-\($0)=" + String(repeating: "v", count: 100 + $0) }
+        for (stream, fields) in zip(streams, [small, large, large, small, large]) {
+            #expect(try regular(link, stream) == (fields == small ? ["accept=*/*"] : largeExpected))
+        }
+    }
+
+    @Test("a head carries the Content-Length it came with, -1 without one, and none for trailers or interim heads")
+    func contentLengthOnHeads() throws {
+        let link = try Link()
+        let withLength = try link.get("/len")
+        let without = try link.get("/none")
+        let interim = try link.get("/interim")
+        try link.pump()
+        link.server.respond(withLength, headers: [("content-type", "text/plain"), ("content-length", "5")], body: Array("hello".utf8))
+        link.server.respond(without, headers: [("content-type", "text/plain")], body: Array("abc".utf8))
+        link.server.sendInterim(interim, status: 103)
+        link.server.respond(interim, status: 204)
+        try link.pump()
+        #expect(link.recorder.heads[withLength]?.validatedContentLength == 5)
+        #expect(link.recorder.heads[withLength]?.fields.first("Content-Length") == "5")
+        #expect(link.recorder.heads[without]?.validatedContentLength == -1)
+        #expect(link.recorder.heads[interim]?.status == 204)
+        #expect(link.recorder.heads[interim]?.validatedContentLength == -1, "the 103's fields do not carry over")
+        for stream in [withLength, without, interim] { #expect(link.recorder.closed[stream] == .some(nil)) }
+    }
+}
