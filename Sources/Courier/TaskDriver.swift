@@ -571,7 +571,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         }
         if let error = outcome.error {
             logger.debug("task failed", metadata: ["task": "\(identifier)", "error": "\(error.code.rawValue) \(error.localizedDescription)"])
-        } else {
+        } else if session.logsTaskEnds {
             logger.trace("task finished", metadata: ["task": "\(identifier)", "status": "\((outcome.response as? HTTPURLResponse)?.statusCode ?? 0)"])
         }
         sink.complete(outcome, driver: self)

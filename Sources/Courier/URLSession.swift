@@ -66,6 +66,8 @@ open class URLSession: NSObject, @unchecked Sendable {
     /// True when the logger lets `.debug` through: exchanges are then described (their fields
     /// joined into one line), which is not free.
     let logsExchanges: Bool
+    /// True when the logger lets `.trace` through (each task's end is logged then).
+    let logsTaskEnds: Bool
     /// The origin of the last request built, for the next one to the same origin.
     let origins = OriginMemo()
     /// The follow-up rules every task of the session shares, from the configuration.
@@ -146,6 +148,7 @@ open class URLSession: NSObject, @unchecked Sendable {
         self.loader = HTTPTransport(configuration: transportConfiguration)
         self.logger = frozen.courierLogger ?? Logger(label: "courier")
         self.logsExchanges = logger.logLevel <= .debug
+        self.logsTaskEnds = logger.logLevel <= .trace
         self.redirectPolicy = RedirectPolicy(extraCrossOriginFieldNames: frozen.courierHeadersStrippedOnCrossOriginRedirect)
         self.retryPolicy = RetryPolicy(maximumDelay: frozen.courierMaximumRetryAfterDelay, maximumAttempts: frozen.courierMaximumRetryAttempts)
         self.registry = Mutex(Registry(delegate: delegate))

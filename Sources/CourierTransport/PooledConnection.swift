@@ -79,11 +79,11 @@ extension ExchangeMetrics {
     /// connection's shared ``ConnectionDetails``, made here for the first exchange that records them.
     init(
         for exchange: HTTPExchange, on stream: any TransportStream, reused: Bool,
-        connectTimings: ConnectTimings, protocolName: String, details: inout ConnectionDetails?
+        connectTimings: ConnectTimings, protocolName: StaticString, details: inout ConnectionDetails?
     ) {
         self.init()
         isReusedConnection = reused
-        networkProtocolName = protocolName
+        self.protocolName = protocolName
         guard exchange.request.collectsTimings else { return }
         fetchStart = exchange.createdAt
         if !reused {

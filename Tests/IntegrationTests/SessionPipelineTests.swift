@@ -164,6 +164,7 @@ struct SessionPipelineTests {
         let text = all.map(\.1).joined(separator: "\n")
         #expect(text.contains("redirect"))
         #expect(text.contains("exchange"))
+        #expect(text.contains("task finished"), "a task's end is logged at trace")
         #expect(text.contains("visible-value"))
         #expect(text.contains("<redacted>"))
         #expect(!text.contains("secret-token-1"))
