@@ -461,30 +461,20 @@ public enum Courier {
 
 /// The origin a session last sent a request to, so that the next request for the same one
 /// takes its strings (host, authority) as they are instead of making them again: most
-/// requests of a session go to the origin of the one before.
+/// requests of a session go to the origin of the one before. A request for another origin
+/// makes its own, as without the memo, and leaves it here.
 final class OriginMemo: Sendable {
-    private final class Entry: Sendable {
-        let origin: Origin
-        /// The host's bytes, compared with the next URL's.
-        let host: [UInt8]
-
-        init(origin: Origin, host: [UInt8]) {
-            self.origin = origin
-            self.host = host
-        }
-    }
-
-    private let last = Mutex<Entry?>(nil)
+    private let last = Mutex<Origin?>(nil)
 
     /// The origin of `scheme`, `host` (lower-case bytes) and `port` (nil: the scheme's default).
     func origin(scheme: Origin.Scheme, host: UnsafeBufferPointer<UInt8>, port: UInt16?) -> Origin {
-        if let kept = last.withLock({ $0 }), kept.origin.scheme == scheme, kept.origin.port == port ?? scheme.defaultPort,
-           kept.host.count == host.count, !host.isEmpty, kept.host.withUnsafeBufferPointer({ memcmp($0.baseAddress!, host.baseAddress!, host.count) == 0 }) {
-            return kept.origin
+        if let kept = last.withLock({ $0 }), kept.scheme == scheme, kept.port == port ?? scheme.defaultPort,
+           !host.isEmpty,
+           kept.host.utf8.withContiguousStorageIfAvailable({ $0.count == host.count && memcmp($0.baseAddress!, host.baseAddress!, host.count) == 0 }) == true {
+            return kept
         }
         let made = Origin(scheme: scheme, lowerCasedHost: String(decoding: host, as: UTF8.self), port: port)
-        let entry = Entry(origin: made, host: Array(host))
-        last.withLock { $0 = entry }
+        last.withLock { $0 = made }
         return made
     }
 }

@@ -150,8 +150,12 @@ open class URLSessionTask: NSObject, NSCopying, @unchecked Sendable {
             return storage.withLock { $0.delegate }
         }
         set {
-            storage.withLock { $0.delegate = newValue }
-            if newValue != nil { delegateWasSet.store(true, ordering: .releasing) }
+            storage.withLock { storage in
+                // Raised before the lock is given up: a reader that still sees it down read
+                // before this setter was done, as a reader waiting for the lock would have.
+                if newValue != nil { delegateWasSet.store(true, ordering: .releasing) }
+                storage.delegate = newValue
+            }
         }
     }
 

@@ -69,7 +69,9 @@ public struct HTTPFields: Sendable, Equatable {
     }
 
     /// True when these fields come from ``validated()`` with no field added since: a set that
-    /// many requests share as it is (a session's default fields). Removing a field keeps it.
+    /// many requests share as it is (the request builder's default fields). Removing a field
+    /// keeps the mark (the fields stay valid), so a set made by removing fields from a shared
+    /// one also counts as shared: no caller makes one today.
     public var isSharedValidated: Bool { knownValid }
 
     /// True when `other` is this very value: the same storage, not merely equal contents. A

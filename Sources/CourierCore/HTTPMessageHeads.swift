@@ -70,11 +70,12 @@ public struct HTTPResponseHead: Sendable, Equatable {
         // What was read from the fields no longer holds once they change.
         didSet { validatedContentLength = nil }
     }
-    /// The Content-Length the HTTP/1 parser validated while it framed the body, so that a
-    /// reader need not look the field up again: its value, or -1 when the head has none; nil
-    /// when not known (a head the parser did not frame, or whose fields changed since). Not
-    /// part of equality: it only repeats what the fields say.
-    public var validatedContentLength: Int?
+    /// The Content-Length that the HTTP/1 parser validated while it framed the body, or that
+    /// nghttp2 checked on an HTTP/2 head, so that a reader need not look the field up again:
+    /// its value, or -1 when the head has none; nil when not known (a head neither made, or
+    /// whose fields changed since). Not part of equality: it only repeats what the fields say.
+    /// Set only inside the package, by the code that read the fields.
+    public package(set) var validatedContentLength: Int?
 
     public init(version: HTTPVersion, status: Int, reason: String = "", fields: HTTPFields = HTTPFields()) {
         self.version = version

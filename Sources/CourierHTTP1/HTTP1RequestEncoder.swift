@@ -45,7 +45,7 @@ public enum HTTP1RequestEncoder {
 
     /// The field lines of one shared set of fields (``HTTPFields/isSharedValidated``), as
     /// encoded: a connection keeps the last such set, and a request that carries those very
-    /// fields again (a session's defaults, unchanged) has them copied instead of written field
+    /// fields again (the default fields, unchanged) has them copied instead of written field
     /// by field.
     public struct EncodedFieldLines: Sendable {
         let fields: HTTPFields

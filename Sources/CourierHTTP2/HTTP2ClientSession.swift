@@ -54,9 +54,10 @@ public final class HTTP2ClientSession {
     /// (``submitValidatedRequest(_:body:)``); kept between requests.
     @exclusivity(unchecked) private var blockScratch: [UInt8] = []
     @exclusivity(unchecked) private var fieldScratch: [nghttp2_nv] = []
-    /// The fields of the last shared set sent (a session's defaults), as they went into the
-    /// block: copied whole into the next request that carries the same set.
-    @exclusivity(unchecked) private var sharedFieldBlock: SharedFieldBlock?
+    /// The fields of the last shared set sent (the default fields), as they went into the
+    /// block: copied whole into the next request that carries the same set. Not private: the
+    /// tests put a marked block here to see it copied.
+    @exclusivity(unchecked) var sharedFieldBlock: SharedFieldBlock?
     /// The server's SETTINGS_MAX_CONCURRENT_STREAMS; 100 (RFC 9113's suggested minimum)
     /// until it says otherwise.
     @exclusivity(unchecked) public private(set) var remoteMaxConcurrentStreams = 100

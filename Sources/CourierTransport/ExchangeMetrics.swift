@@ -24,8 +24,8 @@ public struct ExchangeMetrics: Sendable {
     @PackedInstant public var responseEnd: MonotonicInstant?
     /// "http/1.1" or "h2".
     public var networkProtocolName: String? { protocolName.map { String(describing: $0) } }
-    /// The same, as the connection gives it: a constant, so that a copy of the metrics (a few
-    /// an exchange) retains one reference at most, the connection's details.
+    /// The same, as the connection gives it: a constant, so that a copy of the metrics
+    /// (several per exchange) retains one reference at most, the connection's details.
     public var protocolName: StaticString?
     /// True when the connection had carried an earlier request.
     public var isReusedConnection = false

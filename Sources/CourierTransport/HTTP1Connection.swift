@@ -32,7 +32,7 @@ final class HTTP1Connection: TransportStreamDelegate {
     /// Response bytes read while the exchange was paused, waiting to be parsed.
     @exclusivity(unchecked) private var stash = ByteBuffer()
     @exclusivity(unchecked) var sendBuffer = ByteBuffer(capacity: 1024)
-    /// The field lines of the last shared set of fields sent (a session's defaults), copied
+    /// The field lines of the last shared set of fields sent (the default fields), copied
     /// into the next request that carries the same set.
     @exclusivity(unchecked) private var encodedFieldLines: HTTP1RequestEncoder.EncodedFieldLines?
     @exclusivity(unchecked) private var timeoutTimer: TimerID?

@@ -43,6 +43,31 @@ struct SharedFieldBlockTests {
         #expect(paths == ["/0", "/1", "/2", "/cookie", "/other", "/again", "/later", "/apart"])
     }
 
+    @Test("the kept block is what a request with those very fields sends, and only such a request")
+    func keptBlockIsCopied() throws {
+        let link = try Link()
+        let shared = try HTTPFields([("User-Agent", "t/1"), ("Accept", "*/*")]).validated()
+        let first = try link.get("/first", fields: shared)
+        let kept = try #require(link.client.sharedFieldBlock)
+        #expect(kept.fields.isIdentical(to: shared))
+        #expect(String(decoding: kept.bytes, as: UTF8.self) == "user-agentt/1accept*/*")
+        #expect(kept.lengths.map { [$0.name, $0.value] } == [[10, 3], [6, 3]])
+
+        // A marked block for the same fields: what the next such request sends.
+        let marked = HTTP2ClientSession.SharedFieldBlock(
+            fields: shared, bytes: Array("x-markedyesx-twoz".utf8),
+            lengths: [.init(name: 8, value: 3), .init(name: 5, value: 1)]
+        )
+        link.client.sharedFieldBlock = marked
+        let copied = try link.get("/copied", fields: shared)
+        let equalButApart = try link.get("/apart", fields: try HTTPFields([("User-Agent", "t/1"), ("Accept", "*/*")]).validated())
+        try link.pump()
+        #expect(try regular(link, first) == ["user-agent=t/1", "accept=*/*"])
+        #expect(try regular(link, copied) == ["x-marked=yes", "x-two=z"])
+        #expect(try regular(link, equalButApart) == ["user-agent=t/1", "accept=*/*"], "equal fields made apart are written")
+        #expect(try #require(link.client.sharedFieldBlock).fields.isIdentical(to: shared) == false, "the last shared set is kept")
+    }
+
     @Test("a shared set too large for the block buffer kept so far still goes whole")
     func largeSharedSet() throws {
         let link = try Link()
@@ -72,7 +97,24 @@ struct SharedFieldBlockTests {
         #expect(link.recorder.heads[withLength]?.fields.first("Content-Length") == "5")
         #expect(link.recorder.heads[without]?.validatedContentLength == -1)
         #expect(link.recorder.heads[interim]?.status == 204)
-        #expect(link.recorder.heads[interim]?.validatedContentLength == -1, "the 103's fields do not carry over")
+        #expect(link.recorder.heads[interim]?.validatedContentLength == -1)
         for stream in [withLength, without, interim] { #expect(link.recorder.closed[stream] == .some(nil)) }
+    }
+
+    @Test("a Content-Length of more than 18 digits is left to whoever reads the field; a 204's agrees with its fields")
+    func contentLengthEdges() throws {
+        let link = try Link()
+        let long = try link.get("/long")
+        let noContent = try link.get("/no-content")
+        try link.pump()
+        link.server.respond(long, headers: [("content-length", "1234567890123456789")], body: Array("short".utf8))
+        link.server.respond(noContent, status: 204, headers: [("content-length", "0")])
+        try link.pump()
+        let longHead = try #require(link.recorder.heads[long])
+        #expect(longHead.validatedContentLength == nil)
+        #expect(longHead.fields.first("Content-Length") == "1234567890123456789")
+        let noContentHead = try #require(link.recorder.heads[noContent])
+        let written = noContentHead.fields.first("Content-Length").flatMap { Int($0) } ?? -1
+        #expect(noContentHead.validatedContentLength == written)
     }
 }
