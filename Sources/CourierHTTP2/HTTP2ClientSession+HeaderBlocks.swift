@@ -58,19 +58,17 @@ extension HTTP2ClientSession {
         }
         if name.first == UInt8(ascii: ":") {
             // nghttp2 has checked the pseudo-fields: only :status reaches a client.
-            if Self.isStatusName(name) { state.status = Self.decimal(value) }
+            if Self.hasName(name, ":status") { state.status = Self.decimal(value) }
             return true
         }
         appendField(name: name, value: value, to: state)
-        if name.count == 14, memcmp(name.baseAddress!, Self.contentLengthName.utf8Start, 14) == 0 {
+        if Self.hasName(name, "content-length") {
             // nghttp2 refuses a Content-Length that is not a number, and a second one; one of
             // more than 18 digits is left to whoever reads the field (nil: not known).
             state.contentLength = Self.decimal(value, maxDigits: 18)
         }
         return true
     }
-
-    private static let contentLengthName: StaticString = "content-length"
 
     /// Adds a regular field to the block being collected, its name in canonical case.
     private func appendField(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, to state: StreamState) {
@@ -90,12 +88,11 @@ extension HTTP2ClientSession {
         state.fieldLocations.append(HTTPFields.Location(name: nameStart..<valueStart, value: valueStart..<end))
     }
 
-    /// True when `name` is `:status` (pseudo-field names arrive in lower case, so bytes are
-    /// compared as they are).
-    private static func isStatusName(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
-        let status: StaticString = ":status"
-        guard name.count == status.utf8CodeUnitCount, let base = name.baseAddress else { return false }
-        return memcmp(base, status.utf8Start, name.count) == 0
+    /// True when `name` is `wanted`, byte for byte: nghttp2 gives names in lower case (a
+    /// pseudo-field's, and a regular field's once it has checked them).
+    private static func hasName(_ name: UnsafeBufferPointer<UInt8>, _ wanted: StaticString) -> Bool {
+        guard name.count == wanted.utf8CodeUnitCount, let base = name.baseAddress else { return false }
+        return memcmp(base, wanted.utf8Start, name.count) == 0
     }
 
     /// The value of a `:status` field (or of a Content-Length), or nil when it is not a decimal

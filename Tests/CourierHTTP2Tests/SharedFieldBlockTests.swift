@@ -81,7 +81,7 @@ struct SharedFieldBlockTests {
         }
     }
 
-    @Test("a head carries the Content-Length it came with, -1 without one, and none for trailers or interim heads")
+    @Test("a head carries the Content-Length it came with, and -1 without one (a final head after an interim one too)")
     func contentLengthOnHeads() throws {
         let link = try Link()
         let withLength = try link.get("/len")
