@@ -36,6 +36,8 @@ let package = Package(
     targets: [
         // C shims and system libraries.
         .target(name: "CCourierLinux"),
+        // The HTTP/1 parser's field-line scanner, sixteen bytes at a time.
+        .target(name: "CCourierScan"),
         .systemLibrary(
             name: "CCourierOpenSSL",
             pkgConfig: "openssl",
@@ -73,7 +75,7 @@ let package = Package(
         .target(name: "CourierSync", dependencies: ["CCourierLinux"]),
 
         // Pure protocol cores.
-        .target(name: "CourierHTTP1", dependencies: ["CourierCore"]),
+        .target(name: "CourierHTTP1", dependencies: ["CourierCore", "CCourierScan"]),
         // RFC 6455 framing and messages, sans-IO: the WebSocket task's codec.
         .target(name: "CourierWebSocket", dependencies: ["CCourierOpenSSL", "CCourierZlib"]),
         .target(name: "CourierTLS", dependencies: ["CCourierLinux", "CourierCore", "CourierSync", "CCourierOpenSSL"]),
@@ -153,7 +155,7 @@ let package = Package(
         .testTarget(name: "CourierTLSTests", dependencies: ["CourierTLS", "CCourierOpenSSL", "_CourierTestSupport", "CourierCore"]),
         .testTarget(
             name: "CourierHTTP1Tests",
-            dependencies: ["CourierHTTP1", "CourierCore"],
+            dependencies: ["CourierHTTP1", "CourierCore", "CCourierScan"],
             resources: [.copy("Transcripts")]
         ),
         .testTarget(name: "CourierReactorTests", dependencies: ["CourierReactor", "CourierSync", "_CourierTestSupport"]),

@@ -22,6 +22,16 @@ public struct HTTPFields: Sendable, Equatable {
             valueEnd = UInt32(value.upperBound)
         }
 
+        /// Creates a location from the four offsets as a scanner found them, unchecked: the
+        /// name's must not end before they start, nor the value's.
+        @inlinable
+        public init(nameStart: UInt32, nameEnd: UInt32, valueStart: UInt32, valueEnd: UInt32) {
+            self.nameStart = nameStart
+            self.nameEnd = nameEnd
+            self.valueStart = valueStart
+            self.valueEnd = valueEnd
+        }
+
         /// Offsets of the name in the storage.
         public var name: Range<Int> { Int(nameStart)..<Int(nameEnd) }
         /// Offsets of the value in the storage.

@@ -1,3 +1,4 @@
+import CCourierScan
 import CourierCore
 
 #if canImport(Glibc)
@@ -162,38 +163,39 @@ extension HTTP1ResponseParser {
         let statusLineEnd = statusLineFeed > 0 && bytes[statusLineFeed - 1] == .cr ? statusLineFeed - 1 : statusLineFeed
         guard statusLineEnd < statusLineFeed || options.allowsBareLineFeed,
               let statusLine = try? parseStatusLine(bytes, contentEnd: statusLineEnd, next: statusLineFeed + 1) else { return nil }
-        /// Where the line whose content ends at `stop` is followed by the next: after its CRLF,
-        /// or its bare LF where allowed; nil when `stop` holds anything else.
-        func nextLine(after stop: Int) -> Int? {
-            if bytes[stop] == .cr { return stop + 1 < bytes.count && bytes[stop + 1] == .lf ? stop + 2 : nil }
-            return bytes[stop] == .lf && options.allowsBareLineFeed ? stop + 1 : nil
-        }
-        var framing = FramingFields()
-        var locations: [HTTPFields.Location] = []
-        locations.reserveCapacity(16)
-        var lineStart = statusLine.end
-        while lineStart < bytes.count {
-            if bytes[lineStart] == .cr || bytes[lineStart] == .lf {
-                // The empty line, which ends the head.
-                guard let end = nextLine(after: lineStart) else { return nil }
-                return WholeHead(statusLine: statusLine, locations: locations, framing: framing, end: end)
+        // The field lines, in C (CCourierScan): names and values are checked sixteen bytes at
+        // a time, up to `linesAtOnce` lines a call. The scanner writes its locations straight
+        // into a buffer of `HTTPFields.Location`, whose four `UInt32`s it shares
+        // (`HTTPFieldsLayoutTests` holds the two to the same layout).
+        return withUnsafeTemporaryAllocation(of: HTTPFields.Location.self, capacity: Self.linesAtOnce) { lines -> WholeHead? in
+            var framing = FramingFields()
+            var locations: [HTTPFields.Location] = []
+            var next = statusLine.end
+            var finished: Int32 = 0
+            while finished == 0 {
+                let room = min(Self.linesAtOnce, options.maxHeaderFieldCount - locations.count)
+                let count = UnsafeMutableRawPointer(lines.baseAddress!).withMemoryRebound(
+                    to: courier_field_location.self, capacity: Self.linesAtOnce
+                ) { scanned in
+                    courier_scan_field_lines(
+                        base.assumingMemoryBound(to: UInt8.self), bytes.count, next, options.allowsBareLineFeed ? 1 : 0,
+                        scanned, max(0, room), &next, &finished
+                    )
+                }
+                // A line the scanner does not take, or one field too many.
+                guard count >= 0, finished == 1 || room > 0 else { return nil }
+                let found = UnsafeBufferPointer(rebasing: lines[..<count])
+                for location in found { noteFramingField(location, in: bytes, into: &framing) }
+                if locations.isEmpty { locations.reserveCapacity(count) }
+                locations.append(contentsOf: found)
             }
-            guard locations.count < options.maxHeaderFieldCount else { return nil }
-            let nameEnd = lineStart + HTTPFieldValidation.tokenPrefixCount(UnsafeRawBufferPointer(rebasing: bytes[lineStart...]))
-            guard nameEnd > lineStart, nameEnd < bytes.count, bytes[nameEnd] == .colon else { return nil }
-            var valueStart = nameEnd + 1
-            while valueStart < bytes.count && bytes[valueStart].isOptionalWhitespace { valueStart += 1 }
-            let stop = valueStart + HTTPFieldValidation.fieldValuePrefixCount(UnsafeRawBufferPointer(rebasing: bytes[valueStart...]))
-            guard stop < bytes.count, let next = nextLine(after: stop) else { return nil }
-            var valueEnd = stop
-            while valueEnd > valueStart && bytes[valueEnd - 1].isOptionalWhitespace { valueEnd -= 1 }
-            let location = HTTPFields.Location(name: lineStart..<nameEnd, value: valueStart..<valueEnd)
-            locations.append(location)
-            noteFramingField(location, in: bytes, into: &framing)
-            lineStart = next
+            return WholeHead(statusLine: statusLine, locations: locations, framing: framing, end: next)
         }
-        return nil
     }
+
+    /// The most field lines one call of the scanner reads: a stack buffer of 512 bytes (larger
+    /// temporary allocations go to the heap).
+    static var linesAtOnce: Int { 32 }
 
     /// The error to report for a section that failed to parse with `error`: a bare CR anywhere
     /// in it comes first.

@@ -80,6 +80,9 @@ struct WholeHeadTests {
         "HTTP/1.1 204\r\nA: b\r\n\r\n",
         "HTTP/1.1 200 OK\nContent-Length: 1\nX-Folded: a\r\n b\r\n\r\nz",
         "\r\nHTTP/1.1 304 Not Modified\r\nETag: x\r\n\r\n",
+        // Names and values longer than sixteen bytes, marks in a name, whitespace to trim
+        // on both sides of a value: the scanner's vector loops and the byte-by-byte ends.
+        "HTTP/1.1 200 OK\r\nX-Request_Id.Trace~Mark!: \t 0123456789abcdef-0123456789abcdef \t\r\nContent-Length: 3\r\nX-Obs-Text-Long: caf\u{e9} au lait, caf\u{e9} cr\u{e8}me\r\n\r\nabc",
     ]
 
     private static let optionSets: [HTTP1ParserOptions] = {
