@@ -9,18 +9,28 @@ import Foundation
 /// `urlSession(_:didReceive:completionHandler:)` first; when it does not implement that, to
 /// the task delegate's task-level method; without either, default handling applies.
 final class SessionSecurity: ConnectionSecurityDelegate, @unchecked Sendable {
-    /// The session, held weakly (the session owns the transport that owns this object).
+    /// The session, held weakly (the session owns the transport that owns this object), for
+    /// a challenge raised with no task to give it (a connection dialled for a request that
+    /// was cancelled meanwhile). Only a session made with a delegate is held here (see
+    /// `attach(_:)`); a task's challenge takes the session from the task's driver.
     private let owner = Mutex<WeakSession>(WeakSession())
 
     struct WeakSession {
         weak var session: URLSession?
     }
 
+    /// Holds `session` for challenges without a task. A weak reference gives the session a
+    /// side table, and with one every retain and release of the session takes the runtime's
+    /// slow path, several a request: so a session without a delegate, which has no one to ask
+    /// about such a challenge (it gets default handling), is not held.
     func attach(_ session: URLSession) {
         owner.withLock { $0.session = session }
     }
 
-    private var session: URLSession? { owner.withLock { $0.session } }
+    /// The session to ask about a challenge on `task`: its driver's, else the one attached.
+    private func session(for found: (task: URLSessionTask?, session: URLSession?)) -> URLSession? {
+        found.session ?? owner.withLock { $0.session }
+    }
 
     func evaluateServerTrust(_ request: ServerTrustRequest, completion: @escaping @Sendable (ServerTrustDecision) -> Void) {
         let defaultDecision: ServerTrustDecision
@@ -28,7 +38,8 @@ final class SessionSecurity: ConnectionSecurityDelegate, @unchecked Sendable {
         case .success: defaultDecision = .accept
         case .failure(let failure): defaultDecision = .reject(failure)
         }
-        guard let session else {
+        let found = Self.task(exchangeDelegate: request.exchange?.delegate, owner: request.owner)
+        guard let session = session(for: found) else {
             completion(defaultDecision)
             return
         }
@@ -38,8 +49,7 @@ final class SessionSecurity: ConnectionSecurityDelegate, @unchecked Sendable {
             realm: nil, authenticationMethod: NSURLAuthenticationMethodServerTrust
         )
         space.serverTrust = trust
-        let task = Self.task(exchangeDelegate: request.exchange?.delegate, owner: request.owner)
-        ChallengeRouter.route(space, session: session, task: task) { disposition, credential in
+        ChallengeRouter.route(space, session: session, task: found.task) { disposition, credential in
             switch disposition {
             case .useCredential:
                 if let accepted = credential?.trust, accepted === trust {
@@ -61,7 +71,8 @@ final class SessionSecurity: ConnectionSecurityDelegate, @unchecked Sendable {
     }
 
     func chooseClientIdentity(_ request: ClientIdentityRequest, completion: @escaping @Sendable (ClientIdentityDecision) -> Void) {
-        guard let session else {
+        let found = Self.task(exchangeDelegate: request.exchange?.delegate, owner: request.owner)
+        guard let session = session(for: found) else {
             completion(.none)
             return
         }
@@ -70,8 +81,7 @@ final class SessionSecurity: ConnectionSecurityDelegate, @unchecked Sendable {
             realm: nil, authenticationMethod: NSURLAuthenticationMethodClientCertificate
         )
         space.distinguishedNames = request.acceptableIssuers.isEmpty ? nil : request.acceptableIssuers.map { Data($0) }
-        let task = Self.task(exchangeDelegate: request.exchange?.delegate, owner: request.owner)
-        ChallengeRouter.route(space, session: session, task: task) { disposition, credential in
+        ChallengeRouter.route(space, session: session, task: found.task) { disposition, credential in
             switch disposition {
             case .useCredential:
                 guard let identity = credential?.identity?.identity else {
@@ -91,13 +101,17 @@ final class SessionSecurity: ConnectionSecurityDelegate, @unchecked Sendable {
     }
 }
 
-/// The task a connection's TLS challenge is raised on: the one whose exchange (a data, upload
-/// or download task's, or a WebSocket handshake) or whose own connection (a stream task's) it is.
+/// The task a connection's TLS challenge is raised on, and its session: the one whose exchange
+/// (a data, upload or download task's, or a WebSocket handshake) or whose own connection (a
+/// stream task's) it is.
 extension SessionSecurity {
-    static func task(exchangeDelegate: (any HTTPExchangeDelegate)?, owner: (any ConnectionOwner)?) -> URLSessionTask? {
-        if let driver = exchangeDelegate as? TaskDriver { return driver.task }
-        if let socket = exchangeDelegate as? WebSocketDriver { return socket.task }
-        return (owner as? StreamTaskDriver)?.task
+    static func task(
+        exchangeDelegate: (any HTTPExchangeDelegate)?, owner: (any ConnectionOwner)?
+    ) -> (task: URLSessionTask?, session: URLSession?) {
+        if let driver = exchangeDelegate as? TaskDriver { return (driver.task, driver.session) }
+        if let socket = exchangeDelegate as? WebSocketDriver { return (socket.task, socket.session) }
+        if let stream = owner as? StreamTaskDriver { return (stream.task, stream.session) }
+        return (nil, nil)
     }
 }
 

@@ -411,8 +411,11 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         if let priority, let urgency = Self.urgency(forPriority: priority), !transportRequest.head.fields.contains("Priority") {
             transportRequest.head.fields.append(name: "Priority", value: "u=\(urgency)")
         }
-        // The exchange is known before it starts, so no callback can find it missing.
-        let exchange = session.loader.makeExchange(transportRequest, delegate: self)
+        // The exchange is known before it starts, so no callback can find it missing. The
+        // transport is read once: it has a side table (its pools hold it weakly), so each
+        // retain and release of it takes the runtime's slow path.
+        let loader = session.loader
+        let exchange = loader.makeExchange(transportRequest, delegate: self)
         let proceed = state.withLock { state -> Bool in
             guard !state.machine.isFinished else { return false }
             state.deadline = transportRequest.deadline
@@ -440,7 +443,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
                 "headers": "\(LogRedaction.describe(transportRequest.head.fields))",
             ])
         }
-        session.loader.start(exchange)
+        loader.start(exchange)
     }
 
     /// The RFC 9218 urgency (0 most urgent, 7 least) of a task's `priority` (0 to 1); nil for

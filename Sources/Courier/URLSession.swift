@@ -160,7 +160,8 @@ open class URLSession: NSObject, @unchecked Sendable {
         }
         self.mayUseProxy = proxySelection.http != .direct || proxySelection.https != .direct
         super.init()
-        security.attach(self)
+        // Held weakly only when there is a delegate to ask (`SessionSecurity.attach(_:)`).
+        if delegate != nil { security.attach(self) }
         if frozen.kind == .background, let identifier = frozen.identifier {
             let link = BackgroundLink(session: self, identifier: identifier, configuration: frozen)
             background = link

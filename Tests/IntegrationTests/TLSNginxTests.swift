@@ -22,6 +22,21 @@ final class ChallengeDelegate: NSObject, URLSessionDelegate, @unchecked Sendable
     }
 }
 
+/// A task's own delegate that answers the server-trust challenge at task level.
+final class TaskTrustDelegate: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+    let seen = Mutex<[String]>([])
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        seen.withLock { $0.append(challenge.protectionSpace.authenticationMethod) }
+        guard challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodServerTrust,
+              let trust = challenge.protectionSpace.serverTrust else {
+            completionHandler(.performDefaultHandling, nil)
+            return
+        }
+        completionHandler(.useCredential, URLCredential(trust: trust))
+    }
+}
+
 /// https against nginx with the test PKI. The test CA is part of this process's system trust
 /// store (SSL_CERT_FILE, set by the harness), as an administrator would install a private CA.
 @Suite("TLS against nginx")
@@ -111,6 +126,19 @@ struct TLSNginxTests {
         let session = URLSession(configuration: .uncached, delegate: delegate, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         let (data, _) = try await session.data(from: nginx.tlsURL("selfsigned", "/files/hello.txt"))
+        #expect(Array(data) == NginxServer.fixtures["hello.txt"])
+        #expect(delegate.seen.withLock { $0 } == [NSURLAuthenticationMethodServerTrust])
+    }
+
+    @Test("a session made without a delegate asks a task's own delegate about the server's trust")
+    func taskDelegateOnSessionWithoutDelegate() async throws {
+        let session = URLSession(configuration: .uncached)
+        defer { session.finishTasksAndInvalidate() }
+        let url = nginx.tlsURL("selfsigned", "/files/hello.txt")
+        // Without a delegate anywhere, the self-signed certificate is refused.
+        await #expect(throws: URLError.self) { _ = try await session.data(from: url) }
+        let delegate = TaskTrustDelegate()
+        let (data, _) = try await session.data(from: url, delegate: delegate)
         #expect(Array(data) == NginxServer.fixtures["hello.txt"])
         #expect(delegate.seen.withLock { $0 } == [NSURLAuthenticationMethodServerTrust])
     }
