@@ -104,7 +104,7 @@ def measure(paths, kind, client, url, count, env, tls):
     if kind == "callgrind":
         full_env["LD_PRELOAD"] = valgrind_shim(paths)
     if workload == "parser":
-        command = [os.path.join(paths["bin"], "parser-bench"), "count", "courier" if name == "Courier" else name, str(count)]
+        command = [bench_binary(paths, kind, "parser-bench"), "count", "courier" if name == "Courier" else name, str(count)]
     elif name == "wrk":
         command = ["wrk", "-t1", f"-c{concurrency}", f"-d{count}s", url]
     elif name == "h2load":
@@ -145,13 +145,14 @@ def difference(paths, kind, client, url, counts, env, tls):
     return tuple(max((after - before) / extra, 0.0) for before, after in zip(first, second))
 
 
-def bench_binary(paths, kind):
-    """courier-bench; for callgrind a copy without its DWARF, which this valgrind fails to read
-    ("request for range … exceeds valid image size") and which counting does not need."""
-    binary = os.path.join(paths["bin"], "courier-bench")
+def bench_binary(paths, kind, name="courier-bench"):
+    """courier-bench (or parser-bench); for callgrind a copy without its DWARF, which this
+    valgrind fails to read ("request for range … exceeds valid image size") and which counting
+    does not need."""
+    binary = os.path.join(paths["bin"], name)
     if kind != "callgrind":
         return binary
-    stripped = os.path.join(paths["work"], "courier-bench-stripped")
+    stripped = os.path.join(paths["work"], f"{name}-stripped")
     if not os.path.exists(stripped) or os.path.getmtime(stripped) < os.path.getmtime(binary):
         subprocess.run(["objcopy", "--strip-debug", binary, stripped], check=True)
     return stripped

@@ -91,10 +91,11 @@ static inline size_t next_line(const uint8_t *bytes, size_t count, size_t stop, 
 
 long courier_scan_field_lines(
     const uint8_t *bytes, size_t count, size_t start, int allows_bare_line_feed,
-    courier_field_location *locations, size_t capacity, size_t *next, int *finished) {
+    courier_field_location *locations, size_t capacity, size_t *next, int *finished, uint64_t *name_bits) {
     if (count > UINT32_MAX) return -1;
     size_t line = start;
     size_t fields = 0;
+    uint64_t bits = 0;
     while (line < count) {
         if (bytes[line] == '\r' || bytes[line] == '\n') {
             // The empty line, which ends the section.
@@ -102,11 +103,13 @@ long courier_scan_field_lines(
             if (after == 0) return -1;
             *next = after;
             *finished = 1;
+            *name_bits |= bits;
             return (long)fields;
         }
         if (fields == capacity) {
             *next = line;
             *finished = 0;
+            *name_bits |= bits;
             return (long)fields;
         }
         size_t name_end = line + courier_token_prefix_count(bytes + line, count - line);
@@ -125,6 +128,9 @@ long courier_scan_field_lines(
         } else {
             while (value_end > value_start && is_optional_whitespace(bytes[value_end - 1])) value_end -= 1;
         }
+        uint64_t mixed = (uint64_t)(name_end - line) * 7 + (uint64_t)(bytes[line] | 0x20) * 3
+            + (uint64_t)(bytes[name_end - 1] | 0x20);
+        bits |= (uint64_t)1 << (mixed & 63);
         locations[fields].name_start = (uint32_t)line;
         locations[fields].name_end = (uint32_t)name_end;
         locations[fields].value_start = (uint32_t)value_start;

@@ -37,7 +37,41 @@ public enum HTTPFieldValidation {
     /// visible ASCII or obs-text, no spaces, no controls.
     @inlinable
     public static func isValidTarget<C: Collection>(_ bytes: C) -> Bool where C.Element == UInt8 {
-        !bytes.isEmpty && bytes.allSatisfy { $0 > 0x20 && $0 != 0x7F }
+        !bytes.isEmpty && bytes.allSatisfy(isTargetCharacter)
+    }
+
+    /// ``isValidTarget(_:)`` on contiguous bytes: eight at a time, the last (partial) word
+    /// overlapping the one before it; only a word that may hold a space, a control or DEL is
+    /// looked at byte by byte.
+    @inlinable
+    public static func isValidTarget(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let base = bytes.baseAddress, bytes.count >= 8 else {
+            return !bytes.isEmpty && bytes.allSatisfy(isTargetCharacter)
+        }
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        var index = 0
+        while true {
+            let offset = min(index, bytes.count - 8)
+            let word = UInt64(littleEndian: UnsafeRawPointer(base).loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+            // A byte below 0x21 borrows through its high bit when 0x21 is taken from it (bytes
+            // with the high bit set are masked out by ~word); DEL becomes a zero byte, which
+            // borrows likewise. A borrow may flag a byte after a flagged one, never a word
+            // without one: the word's bytes are then checked one by one.
+            let belowBang = (word &- ones &* 0x21) & ~word & highBits
+            let xored = word ^ (ones &* 0x7F)
+            let delete = (xored &- ones) & ~xored & highBits
+            if belowBang | delete != 0 {
+                for position in offset..<(offset + 8) where !isTargetCharacter(bytes[position]) { return false }
+            }
+            index = offset + 8
+            if index >= bytes.count { return true }
+        }
+    }
+
+    /// A byte allowed in a request target or authority: visible ASCII or obs-text.
+    @inlinable
+    public static func isTargetCharacter(_ byte: UInt8) -> Bool {
+        byte > 0x20 && byte != 0x7F
     }
 
     /// The number of bytes at the start of `bytes` that are `tchar`s.

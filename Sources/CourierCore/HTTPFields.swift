@@ -56,6 +56,11 @@ public struct HTTPFields: Sendable, Equatable {
     /// Every name and value passed ``validate()`` (``validated()`` made this value) and no
     /// field was added since, so the check need not run again. Removing fields keeps it true.
     @usableFromInline var knownValid = false
+    /// One bit for each name the fields hold (``nameBit(count:first:last:)``), set when a
+    /// field is added and left set when one is removed: a lookup of a name whose bit is clear
+    /// answers "none" without comparing a name. Most lookups of a response's fields are for
+    /// names it does not have (Set-Cookie, Content-Encoding, Location, Retry-After).
+    @usableFromInline var nameBits: UInt64 = 0
 
     /// An empty list.
     public init() {
@@ -76,6 +81,44 @@ public struct HTTPFields: Sendable, Equatable {
     public init(validatedStorage storage: [UInt8], locations: [Location]) {
         self.storage = storage
         self.locations = locations
+        nameBits = storage.withUnsafeBufferPointer { bytes in
+            var bits: UInt64 = 0
+            for location in locations { bits |= Self.nameBit(bytes, location) }
+            return bits
+        }
+    }
+
+    /// As ``init(validatedStorage:locations:)``, with the bits of the names already known: the
+    /// union of ``nameBit(count:first:last:)`` over every name (a scanner that has them at
+    /// hand computes them on its way).
+    public init(validatedStorage storage: [UInt8], locations: [Location], nameBits: UInt64) {
+        self.storage = storage
+        self.locations = locations
+        self.nameBits = nameBits
+    }
+
+    /// The bit of a name of `count` bytes whose first and last bytes are `first` and `last`,
+    /// with 0x20 set in both: a name has the same bit whatever the case of its letters (the
+    /// few other bytes this pairs up only cost a comparison).
+    @inlinable
+    public static func nameBit(count: Int, first: UInt8, last: UInt8) -> UInt64 {
+        let mixed = UInt64(truncatingIfNeeded: count) &* 7 &+ UInt64(first | 0x20) &* 3 &+ UInt64(last | 0x20)
+        return 1 << (mixed & 63)
+    }
+
+    /// The bit of the name at `location` in `bytes`.
+    @inline(__always)
+    static func nameBit(_ bytes: UnsafeBufferPointer<UInt8>, _ location: Location) -> UInt64 {
+        let start = Int(location.nameStart), end = Int(location.nameEnd)
+        guard end > start else { return nameBit(count: 0, first: 0, last: 0) }
+        return nameBit(count: end - start, first: bytes[start], last: bytes[end - 1])
+    }
+
+    /// The bit of `name`'s bytes.
+    @inline(__always)
+    static func nameBit(_ name: UnsafeBufferPointer<UInt8>) -> UInt64 {
+        guard let first = name.first, let last = name.last else { return nameBit(count: 0, first: 0, last: 0) }
+        return nameBit(count: name.count, first: first, last: last)
     }
 
     /// True when these fields come from ``validated()`` with no field added since: a set that
@@ -132,7 +175,8 @@ public struct HTTPFields: Sendable, Equatable {
     public func values(_ name: String) -> [String] {
         var name = name
         return name.withUTF8 { candidate in
-            storage.withUnsafeBufferPointer { bytes in
+            guard nameBits & Self.nameBit(candidate) != 0 else { return [] }
+            return storage.withUnsafeBufferPointer { bytes in
                 locations.filter { Self.nameMatches(bytes, $0, candidate) }.map { Self.string(bytes, $0.value) }
             }
         }
@@ -144,7 +188,8 @@ public struct HTTPFields: Sendable, Equatable {
     public func combined(_ name: String) -> String? {
         var name = name
         return name.withUTF8 { candidate in
-            storage.withUnsafeBufferPointer { bytes -> String? in
+            guard nameBits & Self.nameBit(candidate) != 0 else { return nil }
+            return storage.withUnsafeBufferPointer { bytes -> String? in
                 var result: String?
                 for location in locations where Self.nameMatches(bytes, location, candidate) {
                     let value = Self.string(bytes, location.value)
@@ -169,7 +214,8 @@ public struct HTTPFields: Sendable, Equatable {
         // The name's bytes and the storage are borrowed once for the whole scan, not per field.
         var name = name
         return name.withUTF8 { candidate in
-            storage.withUnsafeBufferPointer { bytes in
+            guard nameBits & Self.nameBit(candidate) != 0 else { return nil }
+            return storage.withUnsafeBufferPointer { bytes in
                 locations.firstIndex { Self.nameMatches(bytes, $0, candidate) }
             }
         }
@@ -198,7 +244,9 @@ public struct HTTPFields: Sendable, Equatable {
         Self.appendUTF8(of: name, to: &storage)
         let valueStart = storage.count
         Self.appendUTF8(of: value, to: &storage)
-        locations.append(Location(name: nameStart..<valueStart, value: valueStart..<storage.count))
+        let location = Location(name: nameStart..<valueStart, value: valueStart..<storage.count)
+        locations.append(location)
+        nameBits |= storage.withUnsafeBufferPointer { Self.nameBit($0, location) }
     }
 
     /// Appends a string's UTF-8 as one copy of contiguous bytes where it has them, rather than

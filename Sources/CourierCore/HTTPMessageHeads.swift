@@ -122,7 +122,8 @@ extension HTTPRequestHead {
         // Scanned as contiguous bytes where the strings have them: stepping through a
         // String's UTF-8 view costs several times as much per byte.
         let method = method.rawValue
-        guard method.utf8.withContiguousStorageIfAvailable(HTTPFieldValidation.isToken) ?? HTTPFieldValidation.isToken(method.utf8) else {
+        guard method.utf8.withContiguousStorageIfAvailable({ HTTPFieldValidation.isToken(UnsafeRawBufferPointer($0)) })
+            ?? HTTPFieldValidation.isToken(method.utf8) else {
             throw .invalidMethod(method)
         }
         guard target.utf8.withContiguousStorageIfAvailable(HTTPFieldValidation.isValidTarget) ?? HTTPFieldValidation.isValidTarget(target.utf8) else {

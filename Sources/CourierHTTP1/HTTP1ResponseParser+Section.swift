@@ -142,7 +142,7 @@ extension HTTP1ResponseParser {
         let headBytes = UnsafeRawBufferPointer(rebasing: window[..<whole.end])
         let head = HTTPResponseHead(
             version: whole.statusLine.version, status: whole.statusLine.status, reason: whole.statusLine.reason,
-            fields: HTTPFields(validatedStorage: Array(headBytes), locations: whole.locations)
+            fields: HTTPFields(validatedStorage: Array(headBytes), locations: whole.locations, nameBits: whole.nameBits)
         )
         return (whole.end, try accept(head, whole.framing, in: headBytes))
     }
@@ -150,6 +150,8 @@ extension HTTP1ResponseParser {
     private struct WholeHead {
         var statusLine: StatusLine
         var locations: [HTTPFields.Location]
+        /// `HTTPFields.nameBit(count:first:last:)` of every name, as the scanner found them.
+        var nameBits: UInt64
         var framing: FramingFields
         /// Offset just past the empty line that ends the head.
         var end: Int
@@ -172,6 +174,7 @@ extension HTTP1ResponseParser {
             var locations: [HTTPFields.Location] = []
             var next = statusLine.end
             var finished: Int32 = 0
+            var nameBits: UInt64 = 0
             while finished == 0 {
                 let room = min(Self.linesAtOnce, options.maxHeaderFieldCount - locations.count)
                 let count = UnsafeMutableRawPointer(lines.baseAddress!).withMemoryRebound(
@@ -179,7 +182,7 @@ extension HTTP1ResponseParser {
                 ) { scanned in
                     courier_scan_field_lines(
                         base.assumingMemoryBound(to: UInt8.self), bytes.count, next, options.allowsBareLineFeed ? 1 : 0,
-                        scanned, max(0, room), &next, &finished
+                        scanned, max(0, room), &next, &finished, &nameBits
                     )
                 }
                 // A line the scanner does not take, or one field too many.
@@ -189,7 +192,7 @@ extension HTTP1ResponseParser {
                 if locations.isEmpty { locations.reserveCapacity(count) }
                 locations.append(contentsOf: found)
             }
-            return WholeHead(statusLine: statusLine, locations: locations, framing: framing, end: next)
+            return WholeHead(statusLine: statusLine, locations: locations, nameBits: nameBits, framing: framing, end: next)
         }
     }
 

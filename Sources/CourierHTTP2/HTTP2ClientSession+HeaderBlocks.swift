@@ -20,6 +20,7 @@ extension HTTP2ClientSession {
         // its bytes are not this block's.
         blockEnd = 0
         state.fieldLocations.removeAll(keepingCapacity: true)
+        state.nameBits = 0
         state.status = nil
         state.contentLength = -1
         state.headerBytes = 0
@@ -86,6 +87,9 @@ extension HTTP2ClientSession {
         }
         blockEnd = end
         state.fieldLocations.append(HTTPFields.Location(name: nameStart..<valueStart, value: valueStart..<end))
+        if let first = name.first, let last = name.last {
+            state.nameBits |= HTTPFields.nameBit(count: name.count, first: first, last: last)
+        }
     }
 
     /// True when `name` is `wanted`, byte for byte: nghttp2 gives names in lower case (a
@@ -122,9 +126,10 @@ extension HTTP2ClientSession {
         let end = blockEnd
         let storage = blockBytes.withUnsafeBufferPointer { Array(UnsafeBufferPointer(rebasing: $0[..<end])) }
         endBlock()
-        let fields = HTTPFields(validatedStorage: storage, locations: state.fieldLocations)
+        let fields = HTTPFields(validatedStorage: storage, locations: state.fieldLocations, nameBits: state.nameBits)
         let status = state.status
         state.fieldLocations = []
+        state.nameBits = 0
         state.status = nil
         headerBlockComplete(streamID, state, fields, status: status)
     }

@@ -18,6 +18,8 @@ public final class HTTP2ClientSession {
         /// Where the fields of the header block being received lie in the session's
         /// ``blockBytes``, laid out for ``HTTPFields/init(validatedStorage:locations:)``.
         @exclusivity(unchecked) var fieldLocations: [HTTPFields.Location] = []
+        /// `HTTPFields.nameBit(count:first:last:)` of each name collected in the block.
+        @exclusivity(unchecked) var nameBits: UInt64 = 0
         /// The block's `:status`, when it had one.
         @exclusivity(unchecked) var status: Int?
         /// The block's Content-Length: -1 while it has none, nil when it has one too long to

@@ -272,3 +272,39 @@ struct HTTPFieldValidationTests {
         }
     }
 }
+
+/// Request targets checked eight bytes at a time agree with the byte-by-byte rule.
+@Suite("HTTPFieldValidation targets")
+struct HTTPTargetValidationTests {
+    @Test("every byte at every position of targets of 1 to 24 bytes: the word check and the byte rule agree")
+    func everyByte() {
+        for count in 1...24 {
+            for position in 0..<count {
+                for byte in UInt8.min...UInt8.max {
+                    var target = Array(repeating: UInt8(ascii: "a"), count: count)
+                    target[position] = byte
+                    let expected = byte > 0x20 && byte != 0x7F
+                    let byWords = target.withUnsafeBufferPointer { HTTPFieldValidation.isValidTarget($0) }
+                    let byBytes = HTTPFieldValidation.isValidTarget(target[...])
+                    if byWords != expected || byBytes != expected {
+                        Issue.record("byte \(byte) at \(position) of \(count): words \(byWords), bytes \(byBytes)")
+                        return
+                    }
+                }
+            }
+        }
+        #expect(!HTTPFieldValidation.isValidTarget(UnsafeBufferPointer<UInt8>(start: nil, count: 0)), "an empty target")
+    }
+
+    @Test("a request head with a space or a control in its target or authority is refused")
+    func heads() {
+        for bad in ["/a b", "/a\u{7F}", "/\r\n", "/aaaaaaaaaaaaaaaaaaa\tb"] {
+            let head = HTTPRequestHead(method: .get, target: bad, authority: "example.test", fields: HTTPFields())
+            #expect(throws: HTTPFieldError.self, "\(bad.debugDescription)") { try head.validate() }
+            let authority = HTTPRequestHead(method: .get, target: "/", authority: bad, fields: HTTPFields())
+            #expect(throws: HTTPFieldError.self, "\(bad.debugDescription)") { try authority.validate() }
+        }
+        let good = HTTPRequestHead(method: .get, target: "/files/\u{e9}t\u{e9}.txt?q=1", authority: "127.0.0.1:8080", fields: HTTPFields())
+        #expect(throws: Never.self) { try good.validate() }
+    }
+}

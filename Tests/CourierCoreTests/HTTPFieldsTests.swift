@@ -307,3 +307,67 @@ struct HTTPFieldsTests {
         #expect(fields.fields == [Field(name: "x-trace", value: "def"), Field(name: "Content-Type", value: "text/html")])
     }
 }
+
+/// The name bits that let a lookup of an absent name answer without comparing names: they
+/// must never hide a field that is there, however the fields were made or changed.
+@Suite("HTTPFields name bits")
+struct HTTPFieldsNameBitsTests {
+    /// Names with every first and last byte a token may have, of lengths 1 to 40.
+    private static let names: [String] = {
+        let tchars = Array("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+        return tchars.indices.map { index in
+            let first = tchars[index], last = tchars[(index * 7 + 3) % tchars.count]
+            return String(first) + String(repeating: "n", count: index % 39) + String(last)
+        }
+    }()
+
+    private func expectAllFound(_ fields: HTTPFields, _ names: [String], _ label: String) {
+        for name in names {
+            #expect(fields.contains(name), "\(label): \(name)")
+            #expect(fields.contains(name.lowercased()), "\(label): \(name)")
+            #expect(fields.contains(name.uppercased()), "\(label): \(name)")
+            #expect(fields.combined(name) != nil && !fields.values(name).isEmpty, "\(label): \(name)")
+        }
+    }
+
+    @Test("appended names are found in any case; a name never added is not")
+    func appended() {
+        var fields = HTTPFields()
+        for name in Self.names { fields.append(name: name, value: "v") }
+        expectAllFound(fields, Self.names, "appended")
+        #expect(!fields.contains("Absent-Name"))
+        #expect(fields.combined("Absent-Name") == nil)
+    }
+
+    @Test("fields adopted from storage compute their bits")
+    func adopted() {
+        var source = HTTPFields()
+        for name in Self.names { source.append(name: name, value: "value") }
+        var storage: [UInt8] = []
+        var locations: [HTTPFields.Location] = []
+        for name in Self.names {
+            let nameStart = storage.count
+            storage += Array(name.utf8)
+            let valueStart = storage.count
+            storage += Array("value".utf8)
+            locations.append(HTTPFields.Location(name: nameStart..<valueStart, value: valueStart..<storage.count))
+        }
+        let adopted = HTTPFields(validatedStorage: storage, locations: locations)
+        #expect(adopted == source)
+        expectAllFound(adopted, Self.names, "adopted")
+    }
+
+    @Test("removing and setting fields keeps every remaining name found")
+    func changed() {
+        var fields = HTTPFields()
+        for name in Self.names { fields.append(name: name, value: "v") }
+        let removed = Self.names.enumerated().filter { $0.offset % 3 == 0 }.map(\.element)
+        for name in removed { fields.removeAll(named: name) }
+        for name in removed { #expect(!fields.contains(name), "\(name)") }
+        let kept = Self.names.filter { !removed.contains($0) }
+        expectAllFound(fields, kept, "after removal")
+        fields.set(name: removed[0], value: "again")
+        #expect(fields.first(removed[0]) == "again")
+        expectAllFound(fields, kept + [removed[0]], "after set")
+    }
+}

@@ -53,19 +53,22 @@ struct FieldLineScannerTests {
 
     /// The scanner's result for `text` from offset `start`, with room for `capacity` lines.
     private func scan(_ text: String, from start: Int = 0, capacity: Int = 8, bareLineFeed: Bool = false)
-        -> (count: Int, next: Int, finished: Bool, lines: [HTTPFields.Location])
+        -> (count: Int, next: Int, finished: Bool, lines: [HTTPFields.Location], nameBits: UInt64)
     {
         let bytes = Array(text.utf8)
         var locations = [courier_field_location](repeating: courier_field_location(), count: capacity)
         var next = -1
         var finished: Int32 = -1
+        var nameBits: UInt64 = 0
         let count = bytes.withUnsafeBufferPointer { buffer in
-            courier_scan_field_lines(buffer.baseAddress, buffer.count, start, bareLineFeed ? 1 : 0, &locations, capacity, &next, &finished)
+            courier_scan_field_lines(
+                buffer.baseAddress, buffer.count, start, bareLineFeed ? 1 : 0, &locations, capacity, &next, &finished, &nameBits
+            )
         }
         let lines = locations.prefix(max(0, count)).map {
             HTTPFields.Location(name: Int($0.name_start)..<Int($0.name_end), value: Int($0.value_start)..<Int($0.value_end))
         }
-        return (count, next, finished == 1, lines)
+        return (count, next, finished == 1, lines, nameBits)
     }
 
     @Test("lines are located, their values trimmed, and the empty line ends the scan")
@@ -80,6 +83,47 @@ struct FieldLineScannerTests {
             .init(name: 6..<17, value: 20..<37),
             .init(name: 41..<46, value: 47..<47),
         ])
+    }
+
+    @Test("the scanner's name bits are the ones HTTPFields gives the same names")
+    func nameBits() {
+        let names = ["A", "Server", "content-type", "X-Request_Id.Trace~Mark!", "ETag", "Set-Cookie", "x", "Zz", "~", "1-2"]
+        let head = names.map { "\($0): v\r\n" }.joined() + "\r\n"
+        let result = scan(head, capacity: 16)
+        #expect(result.count == names.count)
+        let expected = names.reduce(UInt64(0)) { bits, name in
+            let bytes = Array(name.utf8)
+            return bits | HTTPFields.nameBit(count: bytes.count, first: bytes.first!, last: bytes.last!)
+        }
+        #expect(result.nameBits == expected)
+        // Two calls add their lines' bits to what the first left.
+        let first = scan("A: 1\r\nB: 2\r\n\r\n", capacity: 1)
+        #expect(first.nameBits == HTTPFields.nameBit(count: 1, first: UInt8(ascii: "A"), last: UInt8(ascii: "A")))
+    }
+
+    @Test("every field of a parsed head is found by name, in any case; others are not")
+    func lookups() throws {
+        let names = ["Server", "Date", "Content-Type", "Content-Length", "Last-Modified", "Connection", "ETag", "Accept-Ranges", "X-Long-Name_1"]
+        let text = "HTTP/1.1 200 OK\r\n" + names.enumerated().map { index, name in
+            name == "Content-Length" ? "\(name): 0\r\n" : "\(name): value \(index)\r\n"
+        }.joined() + "\r\n"
+        let parsed = try [head(Array(text.utf8), maxFields: 100), head(Array(text.utf8), maxFields: 100, pieceSize: 1)].map {
+            try #require($0).get()
+        }
+        for head in parsed {
+            for name in names {
+                #expect(head.fields.contains(name), "\(name)")
+                #expect(head.fields.contains(name.lowercased()), "\(name)")
+                #expect(head.fields.contains(name.uppercased()), "\(name)")
+                #expect(head.fields.combined(name) != nil, "\(name)")
+            }
+            for absent in ["Set-Cookie", "Content-Encoding", "Location", "Retry-After", "Serve", "Servers", "X"] {
+                #expect(!head.fields.contains(absent), "\(absent)")
+                #expect(head.fields.combined(absent) == nil, "\(absent)")
+                #expect(head.fields.values(absent).isEmpty, "\(absent)")
+            }
+        }
+        #expect(parsed.count == 2)
     }
 
     @Test("a full buffer stops at the next line, unfinished")

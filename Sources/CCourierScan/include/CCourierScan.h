@@ -28,9 +28,13 @@ typedef struct {
 /// anything else: a line that breaks those rules (a folded one, a bare CR, a control in a
 /// value, a space before the colon), no empty line within `count`, or `count` over 4 GiB.
 /// A caller then reads the same bytes the slow way, which names what is wrong.
+///
+/// Each line's name also sets its bit in `*name_bits`: bit (n × 7 + (f | 0x20) × 3 + (l | 0x20))
+/// mod 64 for a name of n bytes whose first and last are f and l, the bit
+/// `HTTPFields.nameBit(count:first:last:)` gives it.
 long courier_scan_field_lines(
     const uint8_t *bytes, size_t count, size_t start, int allows_bare_line_feed,
-    courier_field_location *locations, size_t capacity, size_t *next, int *finished);
+    courier_field_location *locations, size_t capacity, size_t *next, int *finished, uint64_t *name_bits);
 
 /// The number of bytes at the start of `bytes[0..<count]` that are RFC 9110 `tchar`s.
 size_t courier_token_prefix_count(const uint8_t *bytes, size_t count);
