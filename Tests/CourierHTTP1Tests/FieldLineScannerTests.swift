@@ -17,13 +17,14 @@ struct FieldLineScannerTests {
         return bytes.withUnsafeBufferPointer { body($0.baseAddress!, count) }
     }
 
-    @Test("a token's length: every byte at every position, in runs shorter and longer than sixteen")
-    func tokenPrefix() {
+    /// Checks `prefixCount` against `isMember` for every byte at every position of runs of 1
+    /// to 40 letters, and for an empty run.
+    private func checkPrefix(_ prefixCount: (UnsafePointer<UInt8>, Int) -> Int, against isMember: (UInt8) -> Bool) {
         for count in 1...40 {
             for position in 0..<count {
                 for byte in UInt8.min...UInt8.max {
-                    let expected = HTTPFieldValidation.isTokenCharacter(byte) ? count : position
-                    let found = withLetters(count: count, byte: byte, at: position) { courier_token_prefix_count($0, $1) }
+                    let expected = isMember(byte) ? count : position
+                    let found = withLetters(count: count, byte: byte, at: position, prefixCount)
                     if found != expected {
                         Issue.record("byte \(byte) at \(position) of \(count): \(found), expected \(expected)")
                         return
@@ -31,24 +32,17 @@ struct FieldLineScannerTests {
                 }
             }
         }
-        #expect(withLetters(count: 0, byte: nil, at: 0) { courier_token_prefix_count($0, $1) } == 0)
+        #expect(withLetters(count: 0, byte: nil, at: 0, prefixCount) == 0)
+    }
+
+    @Test("a token's length: every byte at every position, in runs shorter and longer than sixteen")
+    func tokenPrefix() {
+        checkPrefix({ courier_token_prefix_count($0, $1) }, against: HTTPFieldValidation.isTokenCharacter)
     }
 
     @Test("a value's length: every byte at every position, in runs shorter and longer than sixteen")
     func valuePrefix() {
-        for count in 1...40 {
-            for position in 0..<count {
-                for byte in UInt8.min...UInt8.max {
-                    let expected = HTTPFieldValidation.isFieldValueCharacter(byte) ? count : position
-                    let found = withLetters(count: count, byte: byte, at: position) { courier_field_value_prefix_count($0, $1) }
-                    if found != expected {
-                        Issue.record("byte \(byte) at \(position) of \(count): \(found), expected \(expected)")
-                        return
-                    }
-                }
-            }
-        }
-        #expect(withLetters(count: 0, byte: nil, at: 0) { courier_field_value_prefix_count($0, $1) } == 0)
+        checkPrefix({ courier_field_value_prefix_count($0, $1) }, against: HTTPFieldValidation.isFieldValueCharacter)
     }
 
     /// The scanner's result for `text` from offset `start`, with room for `capacity` lines.
