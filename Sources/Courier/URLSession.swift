@@ -161,7 +161,8 @@ open class URLSession: NSObject, @unchecked Sendable {
         self.mayUseProxy = proxySelection.http != .direct || proxySelection.https != .direct
         super.init()
         // Held weakly only when there is a delegate to ask (`SessionSecurity.attach(_:)`).
-        if delegate != nil { security.attach(self) }
+        // Through the property, which a subclass may override.
+        if self.delegate != nil { security.attach(self) }
         if frozen.kind == .background, let identifier = frozen.identifier {
             let link = BackgroundLink(session: self, identifier: identifier, configuration: frozen)
             background = link

@@ -81,11 +81,16 @@ public struct HTTPFields: Sendable, Equatable {
     public init(validatedStorage storage: [UInt8], locations: [Location]) {
         self.storage = storage
         self.locations = locations
-        nameBits = storage.withUnsafeBufferPointer { bytes in
-            var bits: UInt64 = 0
-            for location in locations { bits |= Self.nameBit(bytes, location) }
-            return bits
+        // Read through the array's checked subscript: a location outside the storage traps here
+        // rather than reading past it.
+        var bits: UInt64 = 0
+        for location in locations {
+            let start = Int(location.nameStart), end = Int(location.nameEnd)
+            bits |= end > start
+                ? Self.nameBit(count: end - start, first: storage[start], last: storage[end - 1])
+                : Self.nameBit(count: 0, first: 0, last: 0)
         }
+        nameBits = bits
     }
 
     /// As ``init(validatedStorage:locations:)``, with the bits of the names already known: the

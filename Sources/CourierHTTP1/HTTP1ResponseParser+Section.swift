@@ -168,7 +168,7 @@ extension HTTP1ResponseParser {
         // The field lines, in C (CCourierScan): names and values are checked sixteen bytes at
         // a time, up to `linesAtOnce` lines a call. The scanner writes its locations straight
         // into a buffer of `HTTPFields.Location`, whose four `UInt32`s it shares
-        // (`HTTPFieldsLayoutTests` holds the two to the same layout).
+        // (`FieldLineScannerTests.sharesTheLayout` holds the two to the same layout).
         return withUnsafeTemporaryAllocation(of: HTTPFields.Location.self, capacity: Self.linesAtOnce) { lines -> WholeHead? in
             var framing = FramingFields()
             var locations: [HTTPFields.Location] = []
@@ -196,8 +196,8 @@ extension HTTP1ResponseParser {
         }
     }
 
-    /// The most field lines one call of the scanner reads: a stack buffer of 512 bytes (larger
-    /// temporary allocations go to the heap).
+    /// The most field lines one call of the scanner reads: a buffer of 512 bytes, which stays
+    /// on the stack (a temporary allocation over about 1 KiB goes to the heap).
     static var linesAtOnce: Int { 32 }
 
     /// The error to report for a section that failed to parse with `error`: a bare CR anywhere

@@ -87,9 +87,7 @@ extension HTTP2ClientSession {
         }
         blockEnd = end
         state.fieldLocations.append(HTTPFields.Location(name: nameStart..<valueStart, value: valueStart..<end))
-        if let first = name.first, let last = name.last {
-            state.nameBits |= HTTPFields.nameBit(count: name.count, first: first, last: last)
-        }
+        state.nameBits |= HTTPFields.nameBit(count: name.count, first: name.first ?? 0, last: name.last ?? 0)
     }
 
     /// True when `name` is `wanted`, byte for byte: nghttp2 gives names in lower case (a
