@@ -40,31 +40,14 @@ public enum HTTPFieldValidation {
         !bytes.isEmpty && bytes.allSatisfy(isTargetCharacter)
     }
 
-    /// ``isValidTarget(_:)`` on contiguous bytes: eight at a time, the last (partial) word
-    /// overlapping the one before it; only a word that may hold a space, a control or DEL is
-    /// looked at byte by byte.
+    /// ``isValidTarget(_:)`` on contiguous bytes, a word at a time (``everyWord(of:passes:)``);
+    /// only a word that may hold a space, a control or DEL is looked at byte by byte.
     @inlinable
     public static func isValidTarget(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard let base = bytes.baseAddress, bytes.count >= 8 else {
-            return !bytes.isEmpty && bytes.allSatisfy(isTargetCharacter)
-        }
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        var index = 0
-        while true {
-            let offset = min(index, bytes.count - 8)
-            let word = UInt64(littleEndian: UnsafeRawPointer(base).loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-            // A byte below 0x21 borrows through its high bit when 0x21 is taken from it (bytes
-            // with the high bit set are masked out by ~word); DEL becomes a zero byte, which
-            // borrows likewise. A borrow may flag a byte after a flagged one, never a word
-            // without one: the word's bytes are then checked one by one.
-            let belowBang = (word &- ones &* 0x21) & ~word & highBits
-            let xored = word ^ (ones &* 0x7F)
-            let delete = (xored &- ones) & ~xored & highBits
-            if belowBang | delete != 0 {
-                for position in offset..<(offset + 8) where !isTargetCharacter(bytes[position]) { return false }
-            }
-            index = offset + 8
-            if index >= bytes.count { return true }
+        guard bytes.count >= 8 else { return !bytes.isEmpty && bytes.allSatisfy(isTargetCharacter) }
+        return everyWord(of: UnsafeRawBufferPointer(bytes)) { word, offset in
+            !mayHoldByte(below: 0x21, orDeleteIn: word)
+                || bytes[offset..<(offset + 8)].allSatisfy(isTargetCharacter)
         }
     }
 
@@ -102,19 +85,26 @@ public enum HTTPFieldValidation {
         !bytes.isEmpty && tokenPrefixCount(bytes) == bytes.count
     }
 
-    /// True when every byte may appear in a field value: eight bytes at a time, the last
-    /// (partial) word overlapping the one before it; only a word that may hold a control
-    /// (a tab is allowed) is looked at closely.
+    /// True when every byte may appear in a field value, a word at a time
+    /// (``everyWord(of:passes:)``); only a word that may hold a control (a tab is allowed) is
+    /// looked at closely.
     @inlinable
     public static func isValidFieldValue(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard let base = bytes.baseAddress, bytes.count >= 8 else {
-            return bytes.allSatisfy(isFieldValueCharacter)
-        }
+        guard bytes.count >= 8 else { return bytes.allSatisfy(isFieldValueCharacter) }
+        return everyWord(of: bytes) { word, _ in !mayHoldControl(word) || refusedInValue(word) == 0 }
+    }
+
+    /// True when every eight-byte word of `bytes` (at least eight of them) passes `passes`,
+    /// which gets the word (little-endian) and its offset: the words are read in order, the
+    /// last (partial) one overlapping the one before it, and the first to fail ends the scan.
+    @inlinable
+    static func everyWord(of bytes: UnsafeRawBufferPointer, passes: (UInt64, Int) -> Bool) -> Bool {
+        guard let base = bytes.baseAddress, bytes.count >= 8 else { return true }
         var index = 0
         while true {
             let offset = min(index, bytes.count - 8)
             let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-            if mayHoldControl(word) && refusedInValue(word) != 0 { return false }
+            if !passes(word, offset) { return false }
             index = offset + 8
             if index >= bytes.count { return true }
         }
@@ -197,14 +187,22 @@ public enum HTTPFieldValidation {
     /// when one is. Bytes of 0x80 and above (obs-text) count as neither.
     @inlinable
     public static func mayHoldControl(_ word: UInt64) -> Bool {
+        mayHoldByte(below: 0x20, orDeleteIn: word)
+    }
+
+    /// True when one of the eight bytes of `word` is below `limit` (at most 0x80) or is DEL
+    /// (0x7F); never false when one is, and a borrow may flag a byte after one that is. Bytes
+    /// of 0x80 and above count as neither.
+    @inlinable
+    static func mayHoldByte(below limit: UInt8, orDeleteIn word: UInt64) -> Bool {
         let ones: UInt64 = 0x0101_0101_0101_0101
-        // A byte below 0x20 borrows through its high bit when 0x20 is taken from it; bytes
-        // with the high bit already set are masked out by ~word.
-        let belowSpace = (word &- ones &* 0x20) & ~word & highBits
+        // A byte below the limit borrows through its high bit when the limit is taken from
+        // it; bytes with the high bit already set are masked out by ~word.
+        let below = (word &- ones &* UInt64(limit)) & ~word & highBits
         // DEL becomes a zero byte, which borrows likewise when 1 is taken from it.
         let xored = word ^ (ones &* 0x7F)
         let delete = (xored &- ones) & ~xored & highBits
-        return belowSpace | delete != 0
+        return below | delete != 0
     }
 
     /// The high bit of each byte of `word` set when the byte may not appear in a field value

@@ -22,16 +22,6 @@ public struct HTTPFields: Sendable, Equatable {
             valueEnd = UInt32(value.upperBound)
         }
 
-        /// Creates a location from the four offsets as a scanner found them, unchecked: the
-        /// name's must not end before they start, nor the value's.
-        @inlinable
-        public init(nameStart: UInt32, nameEnd: UInt32, valueStart: UInt32, valueEnd: UInt32) {
-            self.nameStart = nameStart
-            self.nameEnd = nameEnd
-            self.valueStart = valueStart
-            self.valueEnd = valueEnd
-        }
-
         /// Offsets of the name in the storage.
         public var name: Range<Int> { Int(nameStart)..<Int(nameEnd) }
         /// Offsets of the value in the storage.
@@ -81,16 +71,7 @@ public struct HTTPFields: Sendable, Equatable {
     public init(validatedStorage storage: [UInt8], locations: [Location]) {
         self.storage = storage
         self.locations = locations
-        // Read through the array's checked subscript: a location outside the storage traps here
-        // rather than reading past it.
-        var bits: UInt64 = 0
-        for location in locations {
-            let start = Int(location.nameStart), end = Int(location.nameEnd)
-            bits |= end > start
-                ? Self.nameBit(count: end - start, first: storage[start], last: storage[end - 1])
-                : Self.nameBit(count: 0, first: 0, last: 0)
-        }
-        nameBits = bits
+        nameBits = locations.reduce(0) { $0 | Self.nameBit(storage, $1) }
     }
 
     /// As ``init(validatedStorage:locations:)``, with the bits of the names already known: the
@@ -111,12 +92,13 @@ public struct HTTPFields: Sendable, Equatable {
         return 1 << (mixed & 63)
     }
 
-    /// The bit of the name at `location` in `bytes`.
+    /// The bit of the name at `location` in `storage`, read through the array's checked
+    /// subscript: a location outside the storage traps here rather than reading past it.
     @inline(__always)
-    static func nameBit(_ bytes: UnsafeBufferPointer<UInt8>, _ location: Location) -> UInt64 {
+    static func nameBit(_ storage: [UInt8], _ location: Location) -> UInt64 {
         let start = Int(location.nameStart), end = Int(location.nameEnd)
         guard end > start else { return nameBit(count: 0, first: 0, last: 0) }
-        return nameBit(count: end - start, first: bytes[start], last: bytes[end - 1])
+        return nameBit(count: end - start, first: storage[start], last: storage[end - 1])
     }
 
     /// The bit of `name`'s bytes.
@@ -251,7 +233,7 @@ public struct HTTPFields: Sendable, Equatable {
         Self.appendUTF8(of: value, to: &storage)
         let location = Location(name: nameStart..<valueStart, value: valueStart..<storage.count)
         locations.append(location)
-        nameBits |= storage.withUnsafeBufferPointer { Self.nameBit($0, location) }
+        nameBits |= Self.nameBit(storage, location)
     }
 
     /// Appends a string's UTF-8 as one copy of contiguous bytes where it has them, rather than
