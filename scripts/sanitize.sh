@@ -32,8 +32,9 @@
 # AddressSanitizer: leak detection is off (see scripts/lib/sanitized-build.sh). Use-after-free,
 # overflows and double frees are what this run is for.
 #
-# ThreadSanitizer: Courier's locks are CourierSync.Mutex, which tells TSan when it is taken and
-# given up (Synchronization's own Mutex waits in the kernel, where TSan cannot see it).
+# ThreadSanitizer: Courier's locks are CourierSync.Mutex, taken and given up by atomic operations
+# TSan sees, and the event loop's HandoffMutex, which tells TSan when it is taken and given up
+# (Synchronization's Mutex under it can be handed over by the kernel, where TSan cannot see it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sanitizers=(address thread)

@@ -11,6 +11,9 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <linux/futex.h>
+#include <stdint.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #elif defined(__aarch64__)
@@ -21,6 +24,22 @@
 ssize_t courier_read_cached(int fd, void *buffer, size_t count) {
     struct iovec vector = { .iov_base = buffer, .iov_len = count };
     return preadv2(fd, &vector, 1, -1, RWF_NOWAIT);
+}
+
+void courier_lock_wait(void *word, uint32_t expected) {
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+
+void courier_lock_wake_one(void *word) {
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void courier_spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
 }
 
 const char *courier_secure_getenv(const char *name) {

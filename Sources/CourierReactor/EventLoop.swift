@@ -97,8 +97,9 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     private let finished = Mutex(false)
     /// Held by the loop's thread for each turn, and released only while it waits for events;
     /// a thread that borrows the loop (``runBorrowing(_:)``) holds it instead. The value is
-    /// true once the loop has stopped.
-    private let turn = Mutex(false)
+    /// true once the loop has stopped. A `HandoffMutex`: given up by a borrower while the loop
+    /// waits for it, it goes to the loop, not to the next borrower.
+    private let turn = HandoffMutex(false)
     /// The thread that has borrowed the loop, or 0.
     private let borrower = Atomic<UInt>(0)
 

@@ -115,6 +115,16 @@ ssize_t courier_read_cached(int fd, void *buffer, size_t count);
 /// glibc's secure_getenv, which needs _GNU_SOURCE.
 const char *courier_secure_getenv(const char *name);
 
+/// Sleeps in the kernel while the 32-bit lock word at `word` still holds `expected` (a private
+/// futex wait, no timeout). Returns early on a signal or a spurious wake-up: callers look again.
+void courier_lock_wait(void *word, uint32_t expected);
+
+/// Wakes one thread sleeping in ``courier_lock_wait`` on `word` (a private futex wake).
+void courier_lock_wake_one(void *word);
+
+/// Tells the CPU the caller is spinning (x86's `pause`, Arm's `yield`).
+void courier_spin_pause(void);
+
 /// Size in bytes of one epoll event, for allocating event arrays from Swift.
 static inline size_t courier_epoll_event_size(void) { return sizeof(struct epoll_event); }
 
