@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <linux/futex.h>
 #include <stdint.h>
+#include <errno.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #elif defined(__aarch64__)
@@ -26,20 +27,18 @@ ssize_t courier_read_cached(int fd, void *buffer, size_t count) {
     return preadv2(fd, &vector, 1, -1, RWF_NOWAIT);
 }
 
+// Both keep errno as it was: a lock taken or given up between a failing call and the caller's
+// read of errno must not change what the caller reads.
 void courier_lock_wait(void *word, uint32_t expected) {
+    int saved = errno;
     syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+    errno = saved;
 }
 
 void courier_lock_wake_one(void *word) {
+    int saved = errno;
     syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
-void courier_spin_pause(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
+    errno = saved;
 }
 
 const char *courier_secure_getenv(const char *name) {

@@ -11,15 +11,21 @@ import CCourierLinux
 ///
 /// Not Synchronization's `Mutex`, which this type wrapped until now: on Linux that one writes the
 /// thread's ID into its word (a priority-inheritance futex), which took a call for the ID on
-/// every lock and unlock; its try-lock asked the kernel whenever the word was held; and a lock the
-/// kernel handed over was invisible to ThreadSanitizer, so the wrapper marked every lock for it
-/// (two more calls). With this lock (and ``HandoffMutex`` for the event loop's `turn`), W1 h1
-/// went from 35,342 to 34,326 instructions a request and W1 TLS h2 from 73,708 to 72,900
-/// (callgrind). Every lock here is taken by an atomic operation in code built with the caller's
-/// sanitizer, so ThreadSanitizer sees each acquisition and release itself.
+/// every lock and unlock, and a lock the kernel handed over was invisible to ThreadSanitizer, so
+/// the wrapper marked every lock for it (two more calls). With this lock (and ``HandoffMutex``
+/// for the event loop's `turn`), W1 h1 went from 35,342 to 34,326 instructions a request and W1
+/// TLS h2 from 73,708 to 72,900 (callgrind). Every acquisition and release of this lock is an
+/// atomic operation in Courier's own code (inlined into the caller, or in CourierSync), which a
+/// sanitized build instruments, so ThreadSanitizer sees each one itself.
 ///
-/// What it does not do is hand the lock to the thread it wakes: a thread that tries the lock in
-/// between takes it first. Where one thread waits and others try, use ``HandoffMutex``.
+/// What it does not do:
+/// - hand the lock to the thread it wakes: a thread that tries the lock in between takes it
+///   first. Where one thread waits and others try, use ``HandoffMutex``;
+/// - notice a thread taking a lock it holds: that thread sleeps for ever (Synchronization's
+///   stopped the program, and no path of the test suite ever did so). A callback that could
+///   re-enter is deferred instead (`EventLoop.executeSoon`);
+/// - guard a value of no size: the word would then sit at the lock's own address (see `value`),
+///   which a debug build's assertion refuses.
 ///
 /// Importing `CourierSync` brings Synchronization with it, and this `Mutex` shadows the
 /// standard one: a file imports `CourierSync` instead of `Synchronization` (importing both makes
@@ -27,7 +33,8 @@ import CCourierLinux
 @frozen
 public struct Mutex<Value: ~Copyable>: ~Copyable {
     /// First, at the lock's own address: ThreadSanitizer records the body's access to the value
-    /// at that address, and a waiter's failed exchange on a word there read as a race with it.
+    /// at that address, and a waiter's compare-and-exchange or exchange on a word there read as
+    /// a race with it.
     @usableFromInline
     let value: _Cell<Value>
     /// The lock word, read and written only through ``atomicWord``.
@@ -37,6 +44,7 @@ public struct Mutex<Value: ~Copyable>: ~Copyable {
     /// A lock guarding `initialValue`.
     @inlinable
     public init(_ initialValue: consuming sending Value) {
+        assert(MemoryLayout<Value>.size > 0, "a Mutex guards a value with a size (see `value`)")
         value = _Cell(initialValue)
         word = _Cell(0)
     }
@@ -88,11 +96,10 @@ extension Mutex: @unchecked Sendable where Value: ~Copyable {}
 /// The slow paths of ``Mutex``, apart from its generic code so that each is compiled once.
 @usableFromInline
 enum LockWord {
-    /// How many times a thread that found the lock held looks again before it sleeps: as many
-    /// as Synchronization's `Mutex` spins (1,000 on x86, 100 elsewhere). The loop's `turn` lock
-    /// is held for a whole request by a thread that borrowed the loop, and the loop waiting out
-    /// such a hold in the kernel cost W2 h1 more context switches and requests than the spin
-    /// (performance.md).
+    /// How many times a thread that found the lock held looks again before it sleeps: the count
+    /// Synchronization's `Mutex` spins (1,000 on x86, 100 elsewhere), which Courier's locks had
+    /// until now. Sleeping sooner cost more than the spin where it was measured, on the loop's
+    /// `turn` (performance.md, W2); the other locks' holds are shorter than that one's.
     @usableFromInline
     static var spins: Int {
         #if arch(x86_64) || arch(i386)

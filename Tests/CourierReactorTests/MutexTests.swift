@@ -4,7 +4,7 @@ import Glibc
 import Testing
 
 /// CourierSync's `Mutex`, the lock of every Courier module: it excludes (with waiters spinning
-/// and with waiters asleep in the kernel), hands back what its body returns, gives the lock up
+/// and with waiters asleep in the kernel, on threads of their own), hands back what its body returns, gives the lock up
 /// when the body throws, never waits in `withLockIfAvailable`, and releases what it guards. That
 /// ThreadSanitizer sees it is shown by `scripts/sanitize.sh thread`, which runs these tests and
 /// fails on any report (with Synchronization's own Mutex unmarked, the event loop's inbox alone
@@ -18,7 +18,7 @@ struct MutexTests {
     @Test("increments from eight threads at once all count: the lock excludes")
     func excludes() {
         let counter = Mutex(0)
-        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+        onThreads(8) { _ in
             for _ in 0..<20_000 {
                 counter.withLock { $0 += 1 }
             }
@@ -49,7 +49,7 @@ struct MutexTests {
         // Each holder writes an odd value, sleeps long past the waiters' spin (so they go to
         // sleep on the word), then makes it even again: a waiter let in early reads it odd.
         let state = Mutex((value: 0, sawOdd: false, turns: 0))
-        DispatchQueue.concurrentPerform(iterations: 6) { _ in
+        onThreads(6) { _ in
             for _ in 0..<40 {
                 state.withLock { state in
                     if state.value % 2 == 1 { state.sawOdd = true }
@@ -64,6 +64,29 @@ struct MutexTests {
         #expect(final.turns == 240)
         #expect(final.value == 480)
         #expect(!final.sawOdd)
+    }
+
+    @Test("threads asleep on a held lock all take it in turn once it is given up: none is left asleep")
+    func sleepersAllWake() {
+        let state = Mutex(0)
+        let done = holdElsewhere { inside in state.withLock { _ in inside() } }
+        let finished = DispatchSemaphore(value: 0)
+        for _ in 0..<3 {
+            Thread.detach {
+                state.withLock { $0 += 1 }
+                finished.signal()
+            }
+        }
+        // Far past the waiters' spin: by now they sleep in the kernel, the word at 2.
+        usleep(20_000)
+        #expect(state.withLockIfAvailable { $0 } == nil)
+        done()
+        // A waiter that took the lock without marking the word would leave the others asleep
+        // for ever: each gets ten seconds, not a hang.
+        for _ in 0..<3 {
+            #expect(finished.wait(timeout: .now() + 10) == .success)
+        }
+        #expect(state.withLock { $0 } == 3)
     }
 
     @Test("withLockIfAvailable answers nil at once while another thread holds the lock, and runs its body once it is free")
@@ -102,7 +125,7 @@ struct HandoffMutexTests {
     @Test("increments from six threads, some holding the lock across a sleep, all count")
     func excludes() {
         let state = HandoffMutex((value: 0, sawOdd: false))
-        DispatchQueue.concurrentPerform(iterations: 6) { index in
+        onThreads(6) { index in
             for round in 0..<2_000 {
                 state.withLock { state in
                     if state.value % 2 == 1 { state.sawOdd = true }
@@ -156,6 +179,29 @@ private func holdElsewhere(_ hold: @escaping @Sendable (_ inside: () -> Void) ->
     return {
         release.signal()
         done.wait()
+    }
+}
+
+/// Runs `body(index)` on `count` threads of their own (Dispatch's `concurrentPerform` runs no more
+/// at once than there are CPUs), released together, and returns when all have ended; records an
+/// issue and returns after a minute if some have not (a thread left asleep on a lock fails the
+/// test instead of hanging the run).
+private func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
+    let start = DispatchSemaphore(value: 0)
+    let ended = DispatchSemaphore(value: 0)
+    for index in 0..<count {
+        Thread.detach {
+            start.wait()
+            body(index)
+            ended.signal()
+        }
+    }
+    for _ in 0..<count { start.signal() }
+    for _ in 0..<count {
+        guard ended.wait(timeout: .now() + 60) == .success else {
+            Issue.record("a thread did not end within a minute")
+            return
+        }
     }
 }
 

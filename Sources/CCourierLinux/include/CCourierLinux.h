@@ -123,7 +123,13 @@ void courier_lock_wait(void *word, uint32_t expected);
 void courier_lock_wake_one(void *word);
 
 /// Tells the CPU the caller is spinning (x86's `pause`, Arm's `yield`).
-void courier_spin_pause(void);
+static inline void courier_spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
 /// Size in bytes of one epoll event, for allocating event arrays from Swift.
 static inline size_t courier_epoll_event_size(void) { return sizeof(struct epoll_event); }
