@@ -63,7 +63,7 @@ public struct Mutex<Value: ~Copyable>: ~Copyable {
     public borrowing func withLock<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
-        if !atomicWord.pointee.compareExchange(expected: 0, desired: 1, successOrdering: .acquiring, failureOrdering: .relaxed).exchanged {
+        if !LockWord.takeIfFree(atomicWord) {
             LockWord.lockHeld(atomicWord)
         }
         defer { unlock() }
@@ -76,7 +76,7 @@ public struct Mutex<Value: ~Copyable>: ~Copyable {
     public borrowing func withLockIfAvailable<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result? {
-        guard atomicWord.pointee.compareExchange(expected: 0, desired: 1, successOrdering: .acquiring, failureOrdering: .relaxed).exchanged else {
+        guard LockWord.takeIfFree(atomicWord) else {
             return nil
         }
         defer { unlock() }
@@ -100,13 +100,19 @@ enum LockWord {
     /// Synchronization's `Mutex` spins (1,000 on x86, 100 elsewhere), which Courier's locks had
     /// until now. Sleeping sooner cost more than the spin where it was measured, on the loop's
     /// `turn` (performance.md, W2); the other locks' holds are shorter than that one's.
-    @usableFromInline
-    static var spins: Int {
+    private static var spins: Int {
         #if arch(x86_64) || arch(i386)
         1000
         #else
         100
         #endif
+    }
+
+    /// Takes the lock when its word is 0 (free), marking it 1 (held, nobody asleep); false,
+    /// without waiting, otherwise.
+    @inlinable
+    static func takeIfFree(_ word: UnsafeMutablePointer<Atomic<UInt32>>) -> Bool {
+        word.pointee.compareExchange(expected: 0, desired: 1, successOrdering: .acquiring, failureOrdering: .relaxed).exchanged
     }
 
     /// Takes the lock another thread holds: spins while it may be given up soon, then marks
@@ -115,10 +121,7 @@ enum LockWord {
     static func lockHeld(_ word: UnsafeMutablePointer<Atomic<UInt32>>) {
         for _ in 0..<spins {
             courier_spin_pause()
-            if word.pointee.load(ordering: .relaxed) == 0,
-               word.pointee.compareExchange(expected: 0, desired: 1, successOrdering: .acquiring, failureOrdering: .relaxed).exchanged {
-                return
-            }
+            if word.pointee.load(ordering: .relaxed) == 0, takeIfFree(word) { return }
         }
         // Taken with 2, not 1: another thread may be asleep on the word, and the word must
         // say so to whoever gives the lock up next.
