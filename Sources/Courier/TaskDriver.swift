@@ -356,6 +356,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         // A protocol load of the hop before (a redirect it reported) ends here.
         stopProtocolLoad()
         // The protocol classes are asked first: the request is copied out only for one that takes it.
+        let task = self.task
         if let task, let type = session.protocolClass(for: task), let request = state.withLock({ $0.request }) {
             startProtocolLoad(type, task: task, request: request)
             return
@@ -393,7 +394,6 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             return
         }
         // Timings feed URLSessionTaskMetrics, which only a task delegate receives.
-        let task = self.task
         let collectsMetrics = Self.taskDelegate(of: task, in: session) != nil
         transportRequest.collectsTimings = collectsMetrics
         if let deadline { transportRequest.deadline = deadline }
@@ -526,13 +526,13 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         var endedProtocolLoad: URLProtocolLoad?
         var leftoverPartial: (file: DownloadFile, keep: Bool)?
         let outcome = state.withLock { state -> TaskOutcome in
-            let url = state.request?.url ?? originalURL
+            // The URL is copied out only for an error made here: a success does not need it.
             let error: URLError?
             switch ending {
             case .success: error = decodeFailure ?? state.failure
-            case .cancelled: error = state.failure ?? .courier(.cancelled, "cancelled", url: url)
-            case .redirectFailed(let failure): error = Self.error(for: failure, url: url)
-            case .exchangeFailed, .deliveryFailed: error = state.failure ?? .courier(.unknown, "The task failed.", url: url)
+            case .cancelled: error = state.failure ?? .courier(.cancelled, "cancelled", url: state.request?.url ?? originalURL)
+            case .redirectFailed(let failure): error = Self.error(for: failure, url: state.request?.url ?? originalURL)
+            case .exchangeFailed, .deliveryFailed: error = state.failure ?? .courier(.unknown, "The task failed.", url: state.request?.url ?? originalURL)
             }
             let (offer, leftover, keepLeftover) = resumeOffer(ending: ending, error: error, in: &state)
             leftoverPartial = leftover.map { ($0, keepLeftover) }
