@@ -417,7 +417,7 @@ extension TaskDriver {
         case .cancelAuthenticationChallenge:
             let actions = state.withLock { state -> TaskStateMachine.Actions in
                 guard state.machine.state == .awaitingCredential else { return TaskStateMachine.Actions() }
-                state.failure = .courier(.cancelled, "The authentication challenge was cancelled.", url: state.request?.url ?? originalURL)
+                state.failure = .courier(.cancelled, "The authentication challenge was cancelled.", url: currentURL(in: state))
                 return state.machine.handle(.cancelRequested)
             }
             run(actions)

@@ -164,7 +164,10 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
 
     var logger: Logger { session.logger }
     /// The URL of the current hop.
-    var currentURL: URL? { state.withLock { $0.request?.url } ?? originalURL }
+    var currentURL: URL? { state.withLock { currentURL(in: $0) } }
+
+    /// The URL of the current hop, for code that already holds the state's lock.
+    func currentURL(in state: State) -> URL? { state.request?.url ?? originalURL }
 
     // MARK: Control (any thread)
 
@@ -530,9 +533,9 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
             let error: URLError?
             switch ending {
             case .success: error = decodeFailure ?? state.failure
-            case .cancelled: error = state.failure ?? .courier(.cancelled, "cancelled", url: state.request?.url ?? originalURL)
-            case .redirectFailed(let failure): error = Self.error(for: failure, url: state.request?.url ?? originalURL)
-            case .exchangeFailed, .deliveryFailed: error = state.failure ?? .courier(.unknown, "The task failed.", url: state.request?.url ?? originalURL)
+            case .cancelled: error = state.failure ?? .courier(.cancelled, "cancelled", url: currentURL(in: state))
+            case .redirectFailed(let failure): error = Self.error(for: failure, url: currentURL(in: state))
+            case .exchangeFailed, .deliveryFailed: error = state.failure ?? .courier(.unknown, "The task failed.", url: currentURL(in: state))
             }
             let (offer, leftover, keepLeftover) = resumeOffer(ending: ending, error: error, in: &state)
             leftoverPartial = leftover.map { ($0, keepLeftover) }
