@@ -1,8 +1,8 @@
 // swift-tools-version: 6.1
 //
 // Courier's benchmark harness: the workload clients (Courier's URLSession, FoundationNetworking's,
-// AsyncHTTPClient), hop-floor (W1's shapes without a library), parser micro-benchmarks, and a
-// malloc counter. `run.sh` builds these, and the
+// AsyncHTTPClient), hop-floor (W1's shapes without a library), transport-floor (the same shapes on
+// Courier's transport), parser micro-benchmarks, and a malloc counter. `run.sh` builds these, and the
 // main package's `courier-load`, in release mode and runs the comparison.
 
 import PackageDescription
@@ -56,6 +56,15 @@ let package = Package(
         ),
         .systemLibrary(name: "CHopFloor", path: "Sources/CHopFloor", providers: [.apt(["libssl-dev"])]),
         .executableTarget(name: "hop-floor", dependencies: ["BenchSupport", "CHopFloor"], path: "Sources/HopFloor"),
+        .executableTarget(
+            name: "transport-floor",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "CourierTransport", package: courier),
+                .product(name: "CourierCore", package: courier),
+            ],
+            path: "Sources/TransportFloor"
+        ),
         .target(name: "CMallocCounter", path: "Sources/CMallocCounter"),
         .target(name: "BenchSupport", path: "Sources/BenchSupport"),
     ],

@@ -118,6 +118,8 @@ def measure(paths, kind, client, url, count, env, tls):
         command = [os.path.join(paths["here"], "bin", "go-bench"), workload, url, str(count)] + ([str(concurrency)] if workload == "w2" else [])
     elif name.startswith("hop-floor"):
         command = [os.path.join(paths["bin"], "hop-floor"), name.split()[1], url, str(count)]
+    elif name.startswith("transport-floor"):
+        command = [bench_binary(paths, kind, "transport-floor"), name.split()[1], url, str(count)]
     else:
         command = [bench_binary(paths, kind), workload, url, str(count)] + ([str(concurrency)] if workload == "w2" else [])
     process = subprocess.run(["taskset", "-c", "1"] + wrap(kind, command), capture_output=True, text=True, env=full_env)
@@ -182,8 +184,10 @@ def run(paths, base, tls, rounds, wanted):
     loop = {"COURIER_BENCH_EXECUTOR": "loop"}
     plans = {
         "W1 h1": (base["h1"] + "/100.bin", [("wrk", "w1", 1), ("Courier", "w1", 1), ("Courier-loop", "w1", 1), ("Go", "w1", 1), ("curl", "w1", 1),
-                                            ("hop-floor hop", "w1", 1), ("hop-floor loop", "w1", 1)]),
-        "W1 tls-h2": (base["tls-h2"] + "/100.bin", [("h2load", "w1", 1), ("Courier", "w1", 1), ("Courier-loop", "w1", 1), ("Go", "w1", 1), ("curl", "w1", 1)]),
+                                            ("hop-floor hop", "w1", 1), ("hop-floor loop", "w1", 1),
+                                            ("transport-floor hop", "w1", 1), ("transport-floor loop", "w1", 1)]),
+        "W1 tls-h2": (base["tls-h2"] + "/100.bin", [("h2load", "w1", 1), ("Courier", "w1", 1), ("Courier-loop", "w1", 1), ("Go", "w1", 1), ("curl", "w1", 1),
+                                                    ("transport-floor hop", "w1", 1), ("transport-floor loop", "w1", 1)]),
         "W2 h1": (base["h1"] + "/100.bin", [("wrk", "w2", 32), ("Courier", "w2", 32), ("Courier-loop", "w2", 32), ("Go", "w2", 32)]),
         "W2 tls-h2": (base["tls-h2"] + "/100.bin", [("h2load", "w2", 32), ("Courier", "w2", 32), ("Courier-loop", "w2", 32), ("Go", "w2", 32)]),
     }

@@ -10,7 +10,8 @@ against another), with run.py's set-up: nginx on CPU 0, each client on CPU 1.
 
     python3 rounds.py [--rounds N] [--variant h1|tls-h1|tls-h2] [--markdown FILE] CLIENT...
 
-CLIENT: wrk, h2load, hop-floor-direct, hop-floor-hop, hop-floor-loop, Courier, Courier-loop, or
+CLIENT: wrk, h2load, hop-floor-direct, hop-floor-hop, hop-floor-loop, transport-floor-hop,
+transport-floor-loop, Courier, Courier-loop, or
 BINARY=PATH for another courier-bench build (run as Courier). The binaries are those run.sh
 builds (.build/release); run it once first.
 """
@@ -33,6 +34,8 @@ def measure(runner, client, url, requests):
         result = runner.h2load(url, requests, 1)
     elif client.startswith("hop-floor-"):
         result = runner.swift_client("hop-floor", client.split("-")[-1], url, requests, env=tls)
+    elif client.startswith("transport-floor-"):
+        result = runner.swift_client("transport-floor", client.split("-")[-1], url, requests, env=tls)
     elif client in ("Courier", "Courier-loop"):
         env = dict(tls, COURIER_BENCH_EXECUTOR="loop") if client == "Courier-loop" else tls
         result = runner.swift_client("courier-bench", "w1", url, requests, env=env)

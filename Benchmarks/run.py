@@ -456,6 +456,10 @@ def main():
                         # preferring the loop as its executor (Courier-loop's).
                         for shape in ("direct", "hop", "loop"):
                             rec(key, f"hop-floor {shape}", runner.swift_client, "hop-floor", shape, url, W1_REQUESTS, env=tls)
+                    # Courier's transport with the least a session layer must add (an await,
+                    # one object, a Data): how close any URLSession on this stack could come.
+                    for shape in ("hop", "loop"):
+                        rec(key, f"transport-floor {shape}", runner.swift_client, "transport-floor", shape, url, W1_REQUESTS, env=tls)
                     if variant == "h1":
                         rec(key, "FoundationNetworking", runner.swift_client, "foundation-bench", "w1", url, W1_SLOW_REQUESTS)
                         if not wanted or "Courier" in wanted:
@@ -683,7 +687,9 @@ def markdown(document):
               "hop-floor (W1 h1 and TLS h1) is the least a client can do in three shapes: direct (one thread, as wrk), hop (each "
               "request an await in a task on the global executor, resumed by a thread that reads the socket, as "
               "URLSession's data(for:)) and loop (the same await, the task preferring that thread as its executor, "
-              "as Courier-loop)."]
+              "as Courier-loop). transport-floor (W1) is Courier's own transport with the least a session layer must add "
+              "(an await with a cancellation handler, one object per request, a Data of the body), in the hop and loop "
+              "shapes: the nearest any URLSession built on this stack could come."]
     return "\n".join(lines) + "\n"
 
 

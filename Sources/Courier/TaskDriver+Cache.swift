@@ -50,7 +50,7 @@ extension TaskDriver {
 
     /// Looks the request up in the cache and decides (RFC 9111 §4 and the cache policy).
     func consultCache(_ request: URLRequest, transportRequest: inout TransportRequest) -> CacheStep {
-        guard let cache = session.frozenConfiguration.urlCache, let url = request.url else { return .send }
+        guard let cache = session.cache, let url = request.url else { return .send }
         let method = transportRequest.head.method.rawValue
         let policy = cachePolicy(of: request)
         let now = Date()
@@ -201,7 +201,7 @@ extension TaskDriver {
     /// At a final response head: starts collecting its body when it can be stored; for an
     /// unsafe method's success, removes what it invalidates.
     func prepareStoring(_ response: HTTPURLResponse, in state: inout State) {
-        guard let cache = session.frozenConfiguration.urlCache, let request = state.request, let url = request.url else { return }
+        guard let cache = session.cache, let request = state.request, let url = request.url else { return }
         let method = request.httpMethod ?? "GET"
         if method == "HEAD" {
             refreshFromHead(response, request: request, cache: cache)
@@ -283,7 +283,7 @@ extension TaskDriver {
 
     /// Stores a proposal in the configuration's cache.
     func store(_ proposal: CachedURLResponse?, for request: URLRequest) {
-        guard let proposal, let cache = session.frozenConfiguration.urlCache else { return }
+        guard let proposal, let cache = session.cache else { return }
         cache.storeCachedResponse(proposal, for: request)
     }
 }

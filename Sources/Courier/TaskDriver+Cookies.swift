@@ -24,9 +24,7 @@ extension TaskDriver {
 /// The same for every kind of task (a WebSocket's handshake too).
 extension URLSession {
     func addCookies(to transportRequest: inout TransportRequest, request: URLRequest) {
-        let configuration = frozenConfiguration
-        guard configuration.httpShouldSetCookies, request.httpShouldHandleCookies,
-              let storage = configuration.httpCookieStorage, let url = request.url,
+        guard setsCookies, let storage = cookieStorage, request.httpShouldHandleCookies, let url = request.url,
               let jarCookies = storage.cookieField(for: url, mainDocumentURL: request.mainDocumentURL) else { return }
         if let callerCookies = transportRequest.head.fields.combined("Cookie"), !callerCookies.isEmpty {
             transportRequest.head.fields.set(name: "Cookie", value: callerCookies + "; " + jarCookies)
@@ -38,10 +36,9 @@ extension URLSession {
     /// Stores what `head` sets; returns why any cookie was refused.
     @discardableResult
     func storeCookies(from head: HTTPResponseHead, url: URL, request: URLRequest?) -> [String] {
-        let configuration = frozenConfiguration
-        guard request?.httpShouldHandleCookies ?? true, let storage = configuration.httpCookieStorage else { return [] }
+        guard request?.httpShouldHandleCookies ?? true, let storage = cookieStorage else { return [] }
         let fields = head.fields.values("Set-Cookie")
         guard !fields.isEmpty else { return [] }
-        return storage.storeResponseCookies(fields, for: url, mainDocumentURL: request?.mainDocumentURL, policy: configuration.httpCookieAcceptPolicy)
+        return storage.storeResponseCookies(fields, for: url, mainDocumentURL: request?.mainDocumentURL, policy: frozenConfiguration.httpCookieAcceptPolicy)
     }
 }

@@ -70,12 +70,17 @@ extension TaskDriver {
                 prepareStoring(response, in: &state)
             }
             state.response = response
-            let location = (300..<400).contains(response.statusCode) ? response.fields.first("Location") : nil
             let retryAfter = head.status == 429 || head.status == 503 ? head.fields.first("Retry-After") : nil
             // Inside a tunnel the origin answers: its 407 is a response, never the proxy's challenge.
             let proxyMayChallenge = state.proxy.map { !$0.isTunnel || state.tunnelRefused } ?? false
             let challenges = readChallenges(head, viaProxy: state.proxy != nil, proxyMayChallenge: proxyMayChallenge, in: &state)
             confirmed = state.authentication.confirmedServer || state.authentication.confirmedProxy
+            // Most responses ask for nothing but their delivery: the machine is told so without
+            // the facts the policies would read.
+            if !challenges, retryAfter == nil, !RedirectPolicy.isRedirect(status: response.statusCode) {
+                return state.machine.handleDeliverableHead()
+            }
+            let location = (300..<400).contains(response.statusCode) ? response.fields.first("Location") : nil
             return state.machine.handle(.responseHeadReceived(.init(
                 status: response.statusCode, location: location, retryAfter: retryAfter, requestURL: url,
                 method: state.request?.httpMethod ?? "GET", bodyIsReplayable: retryAfter == nil || Self.isReplayable(state.bodySource, state.request),

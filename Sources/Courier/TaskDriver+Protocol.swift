@@ -20,7 +20,7 @@ extension TaskDriver {
         case .file(let file): loaded.httpBodyStream = InputStream(url: file)
         case .request, .delegateStream: break
         }
-        let cache = session.frozenConfiguration.urlCache
+        let cache = session.cache
         // Entries over 5% of the cache's memory stay out of it (as URLCache does).
         let collectLimit = cache.map { max($0.memoryCapacity / 20, 0) } ?? 0
         let load = URLProtocolLoad(driver: self, collectLimit: collectLimit)
@@ -49,15 +49,6 @@ extension TaskDriver {
         }
         // A cancel that came before the load was known is applied now.
         if state.withLock({ $0.cancelRequested }) { cancelProtocolLoad(load) }
-    }
-
-    /// Stops the current protocol load, if any, before another hop or at the end.
-    func stopProtocolLoad() {
-        let load = state.withLock { state -> URLProtocolLoad? in
-            defer { state.protocolLoad = nil }
-            return state.protocolLoad
-        }
-        load?.stop()
     }
 
     /// Cancels a protocol load: it is stopped and the task fails as a cancelled exchange does.

@@ -145,7 +145,8 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         self.originalURL = task.originalRequest?.url
         let machine = TaskStateMachine(policy: session.redirectPolicy, retryPolicy: session.retryPolicy)
         self.state = Mutex(State(machine: machine, request: task.originalRequest, bodySource: body))
-        let threshold = session.slowDiskWriteThreshold.withLock { $0 }
+        // Read only for a download: the session's lock is not taken for other tasks.
+        var threshold: Duration { session.slowDiskWriteThreshold.withLock { $0 } }
         switch (task is URLSessionDownloadTask, delivery) {
         case (true, .delegate): (sink, asyncSink) = (FileSink(.delegate, slowWriteThreshold: threshold), nil)
         case (true, .fileCompletionHandler(let handler)): (sink, asyncSink) = (FileSink(.handler(handler), slowWriteThreshold: threshold), nil)
@@ -356,15 +357,19 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
 
     /// Sends the current request as a new exchange.
     func startExchange() {
-        // A protocol load of the hop before (a redirect it reported) ends here.
-        stopProtocolLoad()
-        // The protocol classes are asked first: the request is copied out only for one that takes it.
+        // One look at the state for what the hop needs; a protocol load of the hop before (a
+        // redirect it reported) ends here.
+        let (request, source, deadline, resumeRange, endedLoad) = state.withLock { state in
+            defer { state.protocolLoad = nil }
+            return (state.request, state.bodySource, state.deadline, state.resumeRange, state.protocolLoad)
+        }
+        endedLoad?.stop()
+        // The protocol classes are asked first.
         let task = self.task
-        if let task, let type = session.protocolClass(for: task), let request = state.withLock({ $0.request }) {
+        if let task, let type = session.protocolClass(for: task), let request {
             startProtocolLoad(type, task: task, request: request)
             return
         }
-        let (request, source, deadline, resumeRange) = state.withLock { ($0.request, $0.bodySource, $0.deadline, $0.resumeRange) }
         if let url = request?.url, LocalLoad.loads(url) {
             startLocalLoad(url)
             return
@@ -515,7 +520,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         // A complete, storable response goes to the cache: through the data delegate's
         // `willCacheResponse` where Apple asks it, else straight away.
         var cacheProposal: (CachedURLResponse, URLRequest)?
-        if ending == .success, decodeFailure == nil, session.frozenConfiguration.urlCache != nil,
+        if ending == .success, decodeFailure == nil, session.cache != nil,
            state.withLock({ $0.failure == nil }), let proposal = self.cacheProposal() {
             if asksWillCacheResponse {
                 cacheProposal = proposal

@@ -99,6 +99,15 @@ open class URLSession: NSObject, @unchecked Sendable {
     let mayUseProxy: Bool
     /// True for `URLSession.shared`: the one that consults `URLProtocol.registerClass`'s classes.
     let isShared: Bool
+    /// What every request reads of the configuration, read once here (the frozen configuration
+    /// never changes; its properties are `open`, so each read was a dynamic call and a retain).
+    /// The cache responses are looked up in and stored to.
+    let cache: URLCache?
+    /// The configuration's `URLProtocol` classes, in order.
+    let configuredProtocolClasses: [URLProtocol.Type]
+    /// The cookie store, and whether requests carry its cookies (`httpShouldSetCookies`).
+    let cookieStorage: HTTPCookieStorage?
+    let setsCookies: Bool
     /// A background session's connection to its daemon; set once, in `init`.
     private(set) var background: BackgroundLink?
 
@@ -116,6 +125,10 @@ open class URLSession: NSObject, @unchecked Sendable {
         let frozen = configuration.copy() as! URLSessionConfiguration
         self.frozenConfiguration = frozen
         self.isShared = isShared
+        self.cache = frozen.urlCache
+        self.configuredProtocolClasses = (frozen.protocolClasses ?? []).compactMap { $0 as? URLProtocol.Type }
+        self.cookieStorage = frozen.httpCookieStorage
+        self.setsCookies = frozen.httpShouldSetCookies
         if let queue {
             self.delegateQueue = queue
         } else {

@@ -77,6 +77,15 @@ public struct RedirectPolicy: Sendable, Equatable {
         case fail(Failure)
     }
 
+    /// True for the statuses a Location makes a redirect: 301, 302, 303, 307 and 308 (300
+    /// and 304 through 306 are delivered as they are).
+    public static func isRedirect(status: Int) -> Bool {
+        switch status {
+        case 301, 302, 303, 307, 308: return true
+        default: return false
+        }
+    }
+
     /// Decides what a response means for the request that got it.
     ///
     /// - Parameters:
@@ -86,11 +95,7 @@ public struct RedirectPolicy: Sendable, Equatable {
     ///   - method: the request's method.
     ///   - redirectsSoFar: redirects this task already followed.
     public func decide(status: Int, location: String?, requestURL: URL, method: String, redirectsSoFar: Int) -> Decision {
-        switch status {
-        case 301, 302, 303, 307, 308: break
-        default: return .deliver
-        }
-        guard let location else { return .deliver }
+        guard Self.isRedirect(status: status), let location else { return .deliver }
         let trimmed = location.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty else { return .deliver }
         guard redirectsSoFar < Self.maximumRedirects else { return .fail(.tooManyRedirects(limit: Self.maximumRedirects)) }

@@ -221,7 +221,12 @@ public struct TaskStateMachine: Sendable {
     }
 
     /// True once the task completed.
-    public var isFinished: Bool { state == .finished }
+    public var isFinished: Bool {
+        // `if case`, not `==`: the derived comparison of the indirect cases' payloads runs for
+        // every call, and this is asked several times a request.
+        if case .finished = state { return true }
+        return false
+    }
 
     /// The task's connection left HTTP for another task (a data task's `.becomeStream`): it
     /// is finished, with nothing left to do and no completion of its own.
@@ -356,8 +361,23 @@ public struct TaskStateMachine: Sendable {
                 state = .keepingBody(.retry(after: delay))
                 return Actions(.keepBodyAside)
             }
-            state = .receiving
-            return Actions(.deliverResponse)
+            return receiveFinalResponse()
         }
+    }
+
+    /// The final head of the current exchange is a response that asks for nothing but to be
+    /// delivered: its status is no redirect's (``RedirectPolicy/isRedirect(status:)``), it
+    /// carries no challenge to answer and no `Retry-After`. What ``handle(_:)`` does with
+    /// `.responseHeadReceived` for such a head, where every policy would say "deliver", without
+    /// the facts: most responses are of this kind, and making the facts (the request's URL and
+    /// method among them) and passing them through the event is work no rule would read.
+    public mutating func handleDeliverableHead() -> Actions {
+        guard case .exchanging = state else { return Actions() }
+        return receiveFinalResponse()
+    }
+
+    private mutating func receiveFinalResponse() -> Actions {
+        state = .receiving
+        return Actions(.deliverResponse)
     }
 }

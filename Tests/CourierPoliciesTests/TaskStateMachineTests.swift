@@ -198,6 +198,48 @@ struct TaskStateMachineTests {
         }
     }
 
+    /// `handleDeliverableHead()` stands for `.responseHeadReceived` of a head that is no
+    /// redirect and carries no challenge or Retry-After: from every state random sequences reach,
+    /// the two give the same actions and leave the same machine.
+    @Test("a deliverable head does what its facts would")
+    func deliverableHead() {
+        var generator = SplitMix64(seed: 0xD311)
+        let events: [Event] = [
+            .started, Self.head(200), Self.head(302, "/r"), .keptBodyOverflowed, .bodyFinished,
+            .redirectDecided(followed: true), .redirectDecided(followed: false), .retryTimerFired,
+            Self.head(503, retryAfter: "1"), Self.challenge(), .credentialDecided(retry: true), .exchangeFailed, .cancelRequested,
+        ]
+        // Statuses with a Location too: only a redirect status makes one a redirect.
+        let plain: [(Int, String?)] = [(200, nil), (204, nil), (200, "/elsewhere"), (300, "/choice"), (304, nil), (305, "/p"), (404, nil), (429, nil), (500, nil), (503, nil)]
+        for _ in 0..<300 {
+            var machine = TaskStateMachine(retryPolicy: RetryPolicy(maximumDelay: 5, maximumAttempts: 3))
+            for _ in 0..<Int(generator.next() % 10) {
+                _ = machine.handle(events[Int(generator.next() % UInt64(events.count))])
+            }
+            for (status, location) in plain {
+                #expect(!RedirectPolicy.isRedirect(status: status))
+                var byFacts = machine
+                var direct = machine
+                let expected = byFacts.handle(Self.head(status, location))
+                #expect(Array(direct.handleDeliverableHead()) == Array(expected), "\(status) in \(machine.state)")
+                #expect(direct.state == byFacts.state)
+                #expect(direct.redirectCount == byFacts.redirectCount && direct.retryCount == byFacts.retryCount)
+                #expect(direct.authenticationCount == byFacts.authenticationCount)
+            }
+        }
+    }
+
+    @Test("isRedirect names the statuses a Location makes a redirect")
+    func redirectStatuses() {
+        let policy = RedirectPolicy()
+        for status in 100...599 {
+            let decision = policy.decide(status: status, location: "/next", requestURL: Self.url, method: "GET", redirectsSoFar: 0)
+            let delivered: Bool
+            if case .deliver = decision { delivered = true } else { delivered = false }
+            #expect(delivered == !RedirectPolicy.isRedirect(status: status), "\(status)")
+        }
+    }
+
     // MARK: Authentication
 
     /// A 401 (or 407) head with a challenge the driver can answer.
