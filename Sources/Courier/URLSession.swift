@@ -101,7 +101,7 @@ open class URLSession: NSObject, @unchecked Sendable {
     let isShared: Bool
     /// What every request reads of the configuration, read once here (the frozen configuration
     /// never changes; its properties are `open`, so each read was a dynamic call and a retain).
-    /// The cache responses are looked up in and stored to.
+    /// The cache that responses are looked up in and stored in.
     let cache: URLCache?
     /// The configuration's `URLProtocol` classes, in order.
     let configuredProtocolClasses: [URLProtocol.Type]
