@@ -175,9 +175,7 @@ extension URLSession {
     /// `protocolClasses` in order (the shared session's registered classes before them), the
     /// first whose `canInit(with:)` says yes. Nil: the built-in stack loads it.
     func protocolClass(for task: URLSessionTask) -> URLProtocol.Type? {
-        let configured = configuredProtocolClasses
-        if !isShared && configured.isEmpty { return nil }
-        let candidates = isShared ? URLProtocolRegistry.shared.classes + configured : configured
+        let candidates = isShared ? URLProtocolRegistry.shared.classes + configuredProtocolClasses : configuredProtocolClasses
         return candidates.first { $0.canInit(with: task) }
     }
 }

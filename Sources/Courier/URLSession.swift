@@ -323,11 +323,10 @@ open class URLSession: NSObject, @unchecked Sendable {
     /// Writes the session's cookies and cache to disk and makes every later request use a new
     /// connection; `completionHandler` runs on the delegate queue when done.
     open func flush(completionHandler: @escaping @Sendable () -> Void) {
-        let configuration = frozenConfiguration
         loader.retireConnections()
-        BlockingPool.shared.submit { [delegateQueue] in
-            configuration.httpCookieStorage?.flush()
-            configuration.urlCache?.flush()
+        BlockingPool.shared.submit { [delegateQueue, cookieStorage, cache] in
+            cookieStorage?.flush()
+            cache?.flush()
             delegateQueue.addOperation { completionHandler() }
         }
     }
@@ -341,12 +340,12 @@ open class URLSession: NSObject, @unchecked Sendable {
         preemptiveAuthentication.withLock { $0 = PreemptiveAuthentication() }
         remembersCredentials.store(false, ordering: .releasing)
         loader.retireConnections()
-        BlockingPool.shared.submit { [delegateQueue] in
-            if let cookies = configuration.httpCookieStorage {
+        BlockingPool.shared.submit { [delegateQueue, cookieStorage, cache] in
+            if let cookies = cookieStorage {
                 cookies.removeCookies(since: .distantPast)
                 cookies.flush()
             }
-            if let cache = configuration.urlCache {
+            if let cache {
                 cache.removeAllCachedResponses()
                 cache.flush()
             }

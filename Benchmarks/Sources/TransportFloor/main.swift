@@ -133,8 +133,9 @@ configuration.pool.maxConnections = 1
 configuration.pool.maxIdleConnections = 1
 let transport = HTTPTransport(configuration: configuration)
 
-/// One load (no deadline of its own: its idle timeout stands for one): the request sent from the caller's thread (the transport borrows the loop when it
-/// is parked), the caller resumed by the loop when the response is in.
+/// One load: the request sent from the caller's thread (the transport borrows the loop when it
+/// is parked), the caller resumed by the loop when the response is in. No deadline of its own:
+/// the idle timeout stands for one.
 @Sendable func fetch() async throws -> Int {
     let load = Load()
     let exchange = transport.makeExchange(template, delegate: load)
