@@ -188,7 +188,9 @@ private func remoteAddress(of socket: ConnectedSocket, on loop: EventLoop) async
     @Test func refusedPortFailsWithConnectionRefused() async throws {
         let loop = try EventLoop(name: "test-refused")
         defer { loop.shutdown() }
-        let port = UInt16(freeLoopbackPort())
+        let closed = ClosedLoopbackPort()
+        defer { withExtendedLifetime(closed) {} }
+        let port = UInt16(closed.port)
         let completion = try await dial(.host("127.0.0.1", port: port), on: loop)
         guard let error = connectError(completion) else { return }
         guard case .connect(let systemError) = error else {

@@ -110,7 +110,9 @@ struct AsyncBytesTests {
     func failsBeforeResponse() async throws {
         let session = URLSession(configuration: .uncached)
         defer { session.finishTasksAndInvalidate() }
-        let port = freeLoopbackPort()
+        let closed = ClosedLoopbackPort()
+        defer { withExtendedLifetime(closed) {} }
+        let port = closed.port
         await #expect(throws: URLError.self) {
             _ = try await session.bytes(from: URL(string: "http://127.0.0.1:\(port)/")!)
         }

@@ -346,11 +346,13 @@ struct CLIDifferentialTests {
         let pki = try TestCertificates.make()
         // A table and a loop, not a chain of replacingOccurrences: the chain, on an argument of
         // inferred type, took the type checker ten seconds.
+        let closed = (ClosedLoopbackPort(), ClosedLoopbackPort())
+        defer { withExtendedLifetime(closed) {} }
         let placeholders: [(placeholder: String, value: String)] = [
             ("{BASE}", nginx.baseURL.absoluteString.trimmingCharacters(in: CharacterSet(charactersIn: "/"))),
             ("{RAW}", "http://127.0.0.1:\(raw.port)"),
-            ("{CLOSED}", "http://127.0.0.1:\(freeLoopbackPort())"),
-            ("{CLOSEDHOST}", "127.0.0.1:\(freeLoopbackPort())"),
+            ("{CLOSED}", "http://127.0.0.1:\(closed.0.port)"),
+            ("{CLOSEDHOST}", "127.0.0.1:\(closed.1.port)"),
             ("{H2C}", "http://127.0.0.1:\(nginx.h2cPort)"),
             ("{HTTPBIN}", httpbin.baseURL.absoluteString.trimmingCharacters(in: CharacterSet(charactersIn: "/"))),
             ("{USER}", "\(user.user):\(user.password)"),

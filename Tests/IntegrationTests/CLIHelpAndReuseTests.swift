@@ -114,7 +114,9 @@ struct CLIHelpAndReuseTests {
     }
 
     @Test func verboseShowsTheFailedConnect() async throws {
-        let port = freeLoopbackPort()
+        let closed = ClosedLoopbackPort()
+        defer { withExtendedLifetime(closed) {} }
+        let port = closed.port
         let run = try #require(try await runCourier(["-sv", "http://127.0.0.1:\(port)/"]))
         #expect(run.status == 7)
         #expect(ordered(run.stderr, ["*   Trying 127.0.0.1:\(port)...", "* connect to 127.0.0.1 port \(port) failed: Connection refused"]), "\(run.stderr)")

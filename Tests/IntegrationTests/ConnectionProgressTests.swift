@@ -58,7 +58,9 @@ struct ConnectionProgressTests {
     }
 
     @Test func refusedAttempt() async throws {
-        let port = freeLoopbackPort()
+        let closed = ClosedLoopbackPort()
+        defer { withExtendedLifetime(closed) {} }
+        let port = closed.port
         let recorder = Recorder()
         let session = URLSession(configuration: .uncached, delegate: recorder, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }

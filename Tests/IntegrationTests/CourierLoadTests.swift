@@ -138,7 +138,9 @@ struct CourierLoadTests {
 
     @Test(arguments: [[String](), ["-P", "2"]])
     func refusedConnectionsFailTheRun(extra: [String]) async throws {
-        let port = freeLoopbackPort()
+        let closed = ClosedLoopbackPort()
+        defer { withExtendedLifetime(closed) {} }
+        let port = closed.port
         let run = try await load(["-n", "4", "http://127.0.0.1:\(port)/"] + extra)
         #expect(run.status == 1)
         #expect(int(run.report, "errors", "connect") == 4)

@@ -115,7 +115,9 @@ struct HTTP1FaultTests {
 
     @Test("a connection refused is cannotConnectToHost")
     func refused() async throws {
-        let port = freeLoopbackPort()
+        let closed = ClosedLoopbackPort()
+        defer { withExtendedLifetime(closed) {} }
+        let port = closed.port
         await expectURLError(.cannotConnectToHost) { _ = try await session().data(from: URL(string: "http://127.0.0.1:\(port)/")!) }
     }
 

@@ -55,7 +55,9 @@ struct LoopExecutorTests {
         defer { silent.stop() }
         try await withTaskExecutorPreference(session.courierTaskExecutor) {
             await expectURLError(.cannotConnectToHost) {
-                _ = try await session.data(from: URL(string: "http://127.0.0.1:\(freeLoopbackPort())/")!)
+                let closed = ClosedLoopbackPort()
+                defer { withExtendedLifetime(closed) {} }
+                _ = try await session.data(from: URL(string: "http://127.0.0.1:\(closed.port)/")!)
             }
             var slow = URLRequest(url: silent.url("/timeout"))
             slow.timeoutInterval = 0.5

@@ -187,7 +187,9 @@ struct ProxyFaultTests {
 
     @Test("nothing listens on the proxy's port: cannot connect, and the message names the proxy", arguments: ["http", "https", "socks"])
     func unreachable(_ kind: String) async throws {
-        let port = freeLoopbackPort()
+        let closed = ClosedLoopbackPort()
+        defer { withExtendedLifetime(closed) {} }
+        let port = closed.port
         let dictionary = kind == "socks" ? TestProxies.socks(port) : TestProxies.http(port)
         let url = URL(string: kind == "http" ? "http://127.0.0.1:9/x" : "https://127.0.0.1:9/x")!
         let result = await load(URLRequest(url: url), through: dictionary)

@@ -246,7 +246,9 @@ struct StreamTaskTests {
 
     @Test("connection refused: reads fail and the task completes with cannotConnectToHost")
     func refused() async throws {
-        let port = freeLoopbackPort()
+        let closed = ClosedLoopbackPort()
+        defer { withExtendedLifetime(closed) {} }
+        let port = closed.port
         let (session, task, recorder) = started(port: port)
         defer { session.invalidateAndCancel() }
         await #expect {

@@ -131,7 +131,9 @@ struct APIClientNginxTests {
     @Test("a refused connection is APIError.transport carrying the URLError")
     func transportFailure() async throws {
         // A loopback port nothing listens on: the connection is refused at once.
-        let closed = try #require(URL(string: "http://127.0.0.1:\(freeLoopbackPort())"))
+        let closedPort = ClosedLoopbackPort()
+        defer { withExtendedLifetime(closedPort) {} }
+        let closed = try #require(URL(string: "http://127.0.0.1:\(closedPort.port)"))
         let client = APIClient(baseURL: closed, session: URLSession(configuration: .ephemeral))
         defer { client.session.finishTasksAndInvalidate() }
         do {

@@ -41,8 +41,14 @@ public func freeLoopbackPort() -> Int {
 }
 
 private func probeFreeLoopbackPort() -> Int {
+    let (fd, port) = bindLoopbackPort()
+    close(fd)
+    return port
+}
+
+/// A TCP socket bound to a port of 127.0.0.1 the kernel chose, not listening, and that port.
+private func bindLoopbackPort() -> (descriptor: Int32, port: Int) {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -50,7 +56,23 @@ private func probeFreeLoopbackPort() -> Int {
     _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-    return Int(UInt16(bigEndian: address.sin_port))
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
+}
+
+/// A loopback port nothing listens on, for as long as this object lives: the port stays bound
+/// to a socket that never listens, so a connection to it is refused, and no other socket can
+/// take it meanwhile. A port only probed (``freeLoopbackPort()``) is free again once probed, and
+/// a server that binds port 0 (the in-process raw servers do) can be given it, so a test that
+/// expected a refusal would reach that server instead.
+public final class ClosedLoopbackPort: @unchecked Sendable {
+    public let port: Int
+    private let descriptor: Int32
+
+    public init() {
+        (descriptor, port) = bindLoopbackPort()
+    }
+
+    deinit { close(descriptor) }
 }
 
 /// Starts a test server: tracked so it is stopped when the test process exits, and its PID
