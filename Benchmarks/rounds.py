@@ -48,16 +48,22 @@ def measure(runner, client, url, requests):
     return result["requests"] / result["seconds"], user * 1e6 / done, system * 1e6 / done
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=8)
+def parse_options(description, rounds, requests):
+    """The options of rounds.py and trace_w1.py, and the W1 URL of the variant asked for."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--variant", default="h1", choices=["h1", "tls-h1", "tls-h2"])
-    parser.add_argument("--requests", type=int, default=run.W1_REQUESTS)
+    parser.add_argument("--requests", type=int, default=requests)
     parser.add_argument("--markdown", help="also write the table to this file")
     parser.add_argument("clients", nargs="+")
     options = parser.parse_args()
     scheme = "http" if options.variant == "h1" else "https"
-    url = f"{scheme}://127.0.0.1:{run.PORTS[options.variant]}/100.bin"
+    return options, f"{scheme}://127.0.0.1:{run.PORTS[options.variant]}/100.bin"
+
+
+def in_turns(options, measure_one):
+    """`measure_one(runner, client)` for each client, `options.rounds` times, in turns (the order
+    reversed every other round), with run.py's nginx running: each client's results in order."""
     run.setup()
     runner = run.Runner(os.path.join(run.WORK, "pki"))
     nginx = run.start_nginx()
@@ -66,26 +72,41 @@ def main():
         for round_number in range(options.rounds):
             order = options.clients if round_number % 2 == 0 else options.clients[::-1]
             for client in order:
-                samples[client].append(measure(runner, client, url, options.requests))
+                samples[client].append(measure_one(runner, client))
             print(f"round {round_number + 1}/{options.rounds}", file=sys.stderr, flush=True)
     finally:
         nginx.send_signal(signal.SIGQUIT)
         nginx.wait()
+    return samples
+
+
+def medians(runs):
+    """The median of each of the runs' figures, position by position."""
+    return tuple(statistics.median(column) for column in zip(*runs))
+
+
+def report(lines, markdown):
+    """Prints the table, and writes it to `markdown` when given."""
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if markdown:
+        with open(markdown, "w") as handle:
+            handle.write(text)
+
+
+def main():
+    options, url = parse_options(__doc__.splitlines()[0], 8, run.W1_REQUESTS)
+    samples = in_turns(options, lambda runner, client: measure(runner, client, url, options.requests))
     reference = statistics.median(rate for rate, _, _ in samples[options.clients[0]])
     lines = [f"W1 {options.variant}, {options.requests:,} requests a run, {options.rounds} rounds in turns, client on CPU 1; "
              f"medians; ratios to {options.clients[0]}.", "",
              "| client | requests a second | × | user µs/req | system µs/req | rates of the rounds |",
              "|---|---:|---:|---:|---:|---|"]
     for client, runs in samples.items():
-        rate = statistics.median(r for r, _, _ in runs)
-        lines.append(f"| {client} | {rate:,.0f} | {rate / reference:.2f} | {statistics.median(u for _, u, _ in runs):.1f} | "
-                     f"{statistics.median(s for _, _, s in runs):.1f} | {', '.join(f'{r:,.0f}' for r, _, _ in runs)} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if options.markdown:
-        with open(options.markdown, "w") as handle:
-            handle.write(text)
-
+        rate, user, system = medians(runs)
+        lines.append(f"| {client} | {rate:,.0f} | {rate / reference:.2f} | {user:.1f} | {system:.1f} | "
+                     f"{', '.join(f'{r:,.0f}' for r, _, _ in runs)} |")
+    report(lines, options.markdown)
 
 if __name__ == "__main__":
     main()
