@@ -24,23 +24,31 @@ import sys
 import run
 
 
+def swift_client(client):
+    """The program, workload argument and extra environment of a W1 client built here (all but
+    wrk and h2load); None for another name."""
+    if client.startswith("hop-floor-") or client.startswith("transport-floor-"):
+        program, _, shape = client.rpartition("-")
+        return os.path.join(run.BIN, program), shape, {}
+    if client in ("Courier", "Courier-loop"):
+        extra = {"COURIER_BENCH_EXECUTOR": "loop"} if client == "Courier-loop" else {}
+        return os.path.join(run.BIN, "courier-bench"), "w1", extra
+    if "=" in client:
+        return client.split("=", 1)[1], "w1", {}
+    return None
+
+
 def measure(runner, client, url, requests):
     """One W1 run of `client` through run.py's Runner: (requests a second, user µs a request,
     system µs a request)."""
-    tls = runner.tls_env()
     if client == "wrk":
         result = runner.wrk(url, 1, max(2, requests // 8000))
     elif client == "h2load":
         result = runner.h2load(url, requests, 1)
-    elif client.startswith("hop-floor-"):
-        result = runner.swift_client("hop-floor", client.split("-")[-1], url, requests, env=tls)
-    elif client.startswith("transport-floor-"):
-        result = runner.swift_client("transport-floor", client.split("-")[-1], url, requests, env=tls)
-    elif client in ("Courier", "Courier-loop"):
-        env = dict(tls, COURIER_BENCH_EXECUTOR="loop") if client == "Courier-loop" else tls
-        result = runner.swift_client("courier-bench", "w1", url, requests, env=env)
-    elif "=" in client:
-        result = runner.swift_client("courier-bench", "w1", url, requests, env=tls, binary_path=client.split("=", 1)[1])
+    elif (built := swift_client(client)) is not None:
+        path, workload, extra = built
+        result = runner.swift_client(os.path.basename(path), workload, url, requests,
+                                     env=dict(runner.tls_env(), **extra), binary_path=path)
     else:
         raise SystemExit(f"unknown client {client}")
     user, system = runner.last_usage

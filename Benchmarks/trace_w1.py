@@ -27,7 +27,6 @@ import subprocess
 import tempfile
 
 import rounds
-import run
 
 EVENTS = ["syscalls:sys_enter_read", "syscalls:sys_exit_read", "syscalls:sys_enter_recvfrom",
           "syscalls:sys_exit_recvfrom", "syscalls:sys_enter_write", "syscalls:sys_enter_sendto",
@@ -42,16 +41,11 @@ def command(client, url, requests):
         return ["wrk", "-t1", "-c1", "-d2s", url], {}
     if client == "h2load":
         return ["h2load", "-n", str(requests), "-c", "1", "-m", "1", url], {}
-    if client.startswith("hop-floor-"):
-        return [os.path.join(run.BIN, "hop-floor"), client.split("-")[-1], url, str(requests)], {}
-    if client.startswith("transport-floor-"):
-        return [os.path.join(run.BIN, "transport-floor"), client.split("-")[-1], url, str(requests)], {}
-    if client in ("Courier", "Courier-loop"):
-        extra = {"COURIER_BENCH_EXECUTOR": "loop"} if client == "Courier-loop" else {}
-        return [os.path.join(run.BIN, "courier-bench"), "w1", url, str(requests)], extra
-    if "=" in client:
-        return [client.split("=", 1)[1], "w1", url, str(requests)], {}
-    raise SystemExit(f"unknown client {client}")
+    built = rounds.swift_client(client)
+    if built is None:
+        raise SystemExit(f"unknown client {client}")
+    path, workload, extra = built
+    return [path, workload, url, str(requests)], extra
 
 
 def number(trace, field=None):
@@ -67,9 +61,10 @@ def number(trace, field=None):
 def segments(data):
     """(response → request, request → response) in µs for each request traced in `data`.
 
-    The connection is the descriptor with the most sends and reads that returned bytes (not the
-    loop's eventfd, which is written and read as well); a request is the first send on it after
-    a response, and its response the first read that returns bytes from it."""
+    The connection is the descriptor with the most calls of its scarcer kind, sends or reads that
+    returned bytes (not the loop's eventfd, which is written and read as well); a request is the
+    first send on it after a response, and its response the first read that returns bytes from
+    it."""
     script = subprocess.run(["perf", "script", "-i", data, "--ns", "-F", "tid,time,event,trace"],
                             capture_output=True, text=True, check=True).stdout
     calls = []  # (time in µs, descriptor, "send" or "read")
@@ -122,7 +117,7 @@ def trace(runner, client, url, requests, data):
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     to_request, to_response = segments(data)
     if not to_request or not to_response:
-        raise SystemExit(f"{client}: no request traced (perf's syscalls tracepoints readable?)")
+        raise SystemExit(f"{client}: no request traced (did it run against this variant? are perf's syscalls tracepoints readable?)")
     return len(to_request), statistics.median(to_request), statistics.median(to_response)
 
 

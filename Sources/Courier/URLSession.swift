@@ -336,11 +336,10 @@ open class URLSession: NSObject, @unchecked Sendable {
     /// platforms), forgets the credentials the session sends unasked, and makes every later
     /// request use a new connection; `completionHandler` runs on the delegate queue when done.
     open func reset(completionHandler: @escaping @Sendable () -> Void) {
-        let configuration = frozenConfiguration
         preemptiveAuthentication.withLock { $0 = PreemptiveAuthentication() }
         remembersCredentials.store(false, ordering: .releasing)
         loader.retireConnections()
-        BlockingPool.shared.submit { [delegateQueue, cookieStorage, cache] in
+        BlockingPool.shared.submit { [delegateQueue, cookieStorage, cache, credentialStorage = frozenConfiguration.urlCredentialStorage] in
             if let cookies = cookieStorage {
                 cookies.removeCookies(since: .distantPast)
                 cookies.flush()
@@ -349,7 +348,7 @@ open class URLSession: NSObject, @unchecked Sendable {
                 cache.removeAllCachedResponses()
                 cache.flush()
             }
-            if let credentials = configuration.urlCredentialStorage {
+            if let credentials = credentialStorage {
                 for (space, byUser) in credentials.allCredentials {
                     for credential in byUser.values { credentials.remove(credential, for: space) }
                 }
