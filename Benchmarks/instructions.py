@@ -121,7 +121,7 @@ def measure(paths, kind, client, url, count, env, tls):
     elif name.startswith("transport-floor"):
         command = [bench_binary(paths, kind, "transport-floor"), name.split()[1], url, str(count)]
     else:
-        command = [bench_binary(paths, kind), workload, url, str(count)] + ([str(concurrency)] if workload == "w2" else [])
+        command = [bench_binary(paths, kind), workload, url, str(count)] + ([str(concurrency)] if workload in ("w2", "w2t") else [])
     process = subprocess.run(["taskset", "-c", "1"] + wrap(kind, command), capture_output=True, text=True, env=full_env)
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} exited {process.returncode}: {process.stderr.strip()[-400:]}")
@@ -164,7 +164,7 @@ def allocations(paths, url, workload, count, concurrency, tls):
     """Courier's heap allocations per request: two counted runs, N and 2N requests."""
     figures = []
     for size in (count, 2 * count):
-        command = [os.path.join(paths["bin"], "courier-bench"), workload, url, str(size)] + ([str(concurrency)] if workload == "w2" else [])
+        command = [os.path.join(paths["bin"], "courier-bench"), workload, url, str(size)] + ([str(concurrency)] if workload in ("w2", "w2t") else [])
         env = dict(os.environ, **tls, LD_PRELOAD=os.path.join(paths["bin"], "libMallocCounter.so"))
         process = subprocess.run(["taskset", "-c", "1"] + command, capture_output=True, text=True, env=env)
         if process.returncode != 0:
@@ -188,8 +188,10 @@ def run(paths, base, tls, rounds, wanted):
                                             ("transport-floor hop", "w1", 1), ("transport-floor loop", "w1", 1)]),
         "W1 tls-h2": (base["tls-h2"] + "/100.bin", [("h2load", "w1", 1), ("Courier", "w1", 1), ("Courier-loop", "w1", 1), ("Go", "w1", 1), ("curl", "w1", 1),
                                                     ("transport-floor hop", "w1", 1), ("transport-floor loop", "w1", 1)]),
-        "W2 h1": (base["h1"] + "/100.bin", [("wrk", "w2", 32), ("Courier", "w2", 32), ("Courier-loop", "w2", 32), ("Go", "w2", 32)]),
-        "W2 tls-h2": (base["tls-h2"] + "/100.bin", [("h2load", "w2", 32), ("Courier", "w2", 32), ("Courier-loop", "w2", 32), ("Go", "w2", 32)]),
+        "W2 h1": (base["h1"] + "/100.bin", [("wrk", "w2", 32), ("Courier", "w2", 32), ("Courier-loop", "w2", 32), ("Go", "w2", 32),
+                                            ("Courier, a task a request", "w2t", 32)]),
+        "W2 tls-h2": (base["tls-h2"] + "/100.bin", [("h2load", "w2", 32), ("Courier", "w2", 32), ("Courier-loop", "w2", 32), ("Go", "w2", 32),
+                                                    ("Courier, a task a request", "w2t", 32)]),
     }
     kernel = kernel_counter()
     rows = {}

@@ -470,6 +470,8 @@ def main():
                 rec("W2 h1", "wrk", runner.wrk, url, 32, wrk_seconds)
                 rec("W2 h1", "Courier", runner.swift_client, "courier-bench", "w2", url, W2_REQUESTS, 32)
                 rec("W2 h1", "Courier-loop", runner.swift_client, "courier-bench", "w2", url, W2_REQUESTS, 32, env=loop)
+                # W2's shape until 2026-12-07: a child task a request, which the harness pays for.
+                rec("W2 h1", "Courier, a task a request", runner.swift_client, "courier-bench", "w2t", url, W2_REQUESTS, 32)
                 rec("W2 h1", "courier-load", runner.courier_load, url, W2_REQUESTS, 32, 1)
                 rec("W2 h1", "Go", runner.go_client, "w2", url, W2_REQUESTS, 32)
                 rec("W2 h1", "AsyncHTTPClient", runner.swift_client, "ahc-bench", "w2", url, W2_REQUESTS, 32)
@@ -477,6 +479,7 @@ def main():
                 rec("W2 tls-h2", "h2load", runner.h2load, url, W2_REQUESTS, 32)
                 rec("W2 tls-h2", "Courier", runner.swift_client, "courier-bench", "w2", url, W2_REQUESTS, 32, env=tls)
                 rec("W2 tls-h2", "Courier-loop", runner.swift_client, "courier-bench", "w2", url, W2_REQUESTS, 32, env=dict(tls, **loop))
+                rec("W2 tls-h2", "Courier, a task a request", runner.swift_client, "courier-bench", "w2t", url, W2_REQUESTS, 32, env=tls)
                 rec("W2 tls-h2", "courier-load", runner.courier_load, url, W2_REQUESTS, 1, 32)
                 rec("W2 tls-h2", "Go", runner.go_client, "w2", url, W2_REQUESTS, 32, env=tls)
                 rec("W2 tls-h2", "AsyncHTTPClient", runner.swift_client, "ahc-bench", "w2", url, W2_REQUESTS, 32, env=tls)
@@ -672,7 +675,8 @@ def markdown(document):
                 median = entry[parser].get("medianNsPerResponse")
                 lines.append(f"| {name} | {parser} | {entry[parser]['nsPerResponse']:.0f} | {f'{median:.0f}' if median else ''} | {entry[parser]['MBps']:.0f} |")
     lines += ["", "W1: 20,000 sequential GETs of 100 B on one connection (FoundationNetworking: 5,000). W2: 20,000 GETs, 32 in flight "
-              "(h1: up to 32 connections; h2: one connection). W3: a 1 GiB download to a discarding sink and to a file "
+              "(h1: up to 32 connections; h2: one connection), kept there by 32 workers that load one request after another "
+              "(Courier, a task a request: a child task for each, W2's Swift shape until 2026-12-07). W3: a 1 GiB download to a discarding sink and to a file "
               "(Courier: a data task whose delegate drops the body, a download task for the file); MB/s and peak RSS. W4: 1,000 new TLS connections (full handshakes: tickets and the session cache are off), "
               "one GET each. U1: one 1 GiB PUT of a file on disk to a server that reads the whole body before it answers "
               "(Courier: uploadTask(with:fromFile:); curl -T). W3R: the 1 GiB download to a file, cancelled for resume data at "

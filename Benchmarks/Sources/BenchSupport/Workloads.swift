@@ -3,6 +3,7 @@
 // the timing and JSON output every client prints the same way.
 
 import Foundation
+import Synchronization
 
 /// Seconds in `duration`, as a Double.
 public func seconds(_ duration: Duration) -> Double {
@@ -86,8 +87,39 @@ public func sequentialLoads(_ count: Int, _ fetch: () async throws -> Int) async
     return tally
 }
 
-/// W2: `count` loads with `concurrency` in flight, in a task group.
+/// W2: `count` loads with `concurrency` in flight, made by `concurrency` workers (child tasks)
+/// that each load one request after another until `count` have been started: the shape of
+/// Go's W2 workers and of wrk's connections, so that the harness adds no task a request.
 public func concurrentLoads(_ count: Int, concurrency: Int, _ fetch: @escaping @Sendable () async throws -> Int) async -> Tally {
+    let tickets = Tickets(count)
+    let start = ContinuousClock.now
+    var tally = await withTaskGroup(of: Tally.self) { group -> Tally in
+        for _ in 0..<min(concurrency, count) {
+            group.addTask {
+                var tally = Tally()
+                while tickets.take() {
+                    do { tally.bytes += try await fetch() } catch { tally.errors += 1 }
+                    tally.completed += 1
+                }
+                return tally
+            }
+        }
+        var total = Tally()
+        for await part in group {
+            total.completed += part.completed
+            total.bytes += part.bytes
+            total.errors += part.errors
+        }
+        return total
+    }
+    tally.seconds = seconds(ContinuousClock.now - start)
+    return tally
+}
+
+/// W2T: `count` loads with `concurrency` in flight, each in a child task of its own (a task
+/// group that starts the next load as one finishes): W2's shape until 2026-12-07. The task a
+/// load, and the group's wake-up as each one ends, are the harness's cost on top of the client's.
+public func loadsInChildTasks(_ count: Int, concurrency: Int, _ fetch: @escaping @Sendable () async throws -> Int) async -> Tally {
     let start = ContinuousClock.now
     var tally = await withTaskGroup(of: (Int, Int).self) { group -> Tally in
         var tally = Tally()
@@ -109,4 +141,16 @@ public func concurrentLoads(_ count: Int, concurrency: Int, _ fetch: @escaping @
     }
     tally.seconds = seconds(ContinuousClock.now - start)
     return tally
+}
+
+/// The loads W2's workers may still start, handed out one at a time.
+final class Tickets: Sendable {
+    private let left: Atomic<Int>
+
+    init(_ count: Int) { left = Atomic(count) }
+
+    /// Takes one; false once all `count` are taken.
+    func take() -> Bool {
+        left.subtract(1, ordering: .relaxed).newValue >= 0
+    }
 }

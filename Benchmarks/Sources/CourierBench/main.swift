@@ -1,12 +1,14 @@
 // The URLSession workload client of the benchmark harness. The same file is built twice: as
 // courier-bench with Courier, and (run.sh writes the copy) as foundation-bench with
 // FoundationNetworking. It uses the public API as users do: async `data(for:)` in a loop (W1,
-// W4), a task group (W2), for W3 a download task (to a file) or a data task whose delegate
-// drops the body (to the discarding sink), for U1 an upload task from a file, and for W3R a
-// download task cancelled for resume data and a second one made from that data.
+// W4), in as many tasks as requests in flight (W2; W2T: a task a request), for W3 a download
+// task (to a file) or a data task whose delegate drops the body (to the discarding sink), for
+// U1 an upload task from a file, and for W3R a download task cancelled for resume data and a
+// second one made from that data.
 //
 //   <client> w1 URL COUNT                sequential GETs on one keep-alive connection
 //   <client> w2 URL COUNT CONCURRENCY    COUNT GETs, CONCURRENCY in flight
+//   <client> w2t URL COUNT CONCURRENCY   the same, each GET in a child task of its own
 //   <client> w3 URL SINK                 one download to SINK ("discard" or a file path)
 //   <client> w4 URL COUNT                sequential GETs (the server closes each connection)
 //   <client> u1 URL FILE                 one PUT of FILE, streamed from disk (the server
@@ -176,7 +178,7 @@ final class ResumeDelegate: NSObject, URLSessionDownloadDelegate, @unchecked Sen
 
 let arguments = CommandLine.arguments
 guard arguments.count >= 4, let url = URL(string: arguments[2]) else {
-    FileHandle.standardError.write(Data("usage: \(arguments[0]) w1|w2|w3|w4|u1|w3r URL COUNT|SINK|FILE [CONCURRENCY|CUT]\n".utf8))
+    FileHandle.standardError.write(Data("usage: \(arguments[0]) w1|w2|w2t|w3|w4|u1|w3r URL COUNT|SINK|FILE [CONCURRENCY|CUT]\n".utf8))
     exit(2)
 }
 let configuration = URLSessionConfiguration.ephemeral
@@ -216,13 +218,14 @@ case "w1", "w4":
     var fields = tally.fields
     if let before, let after = allocationCount() { fields["allocations"] = after - before }
     emit(fields)
-case "w2":
+case "w2", "w2t":
     let count = Int(arguments[3]) ?? 1000
     let concurrency = arguments.count > 4 ? Int(arguments[4]) ?? 32 : 32
+    let loads = arguments[1] == "w2" ? concurrentLoads : loadsInChildTasks
     _ = try? await session.data(for: request)
     let before = allocationCount()
     var fields = await withTaskExecutorPreference(preferredExecutor(session)) {
-        await concurrentLoads(count, concurrency: concurrency) { try await session.data(for: request).0.count }
+        await loads(count, concurrency) { try await session.data(for: request).0.count }
     }.fields
     if let before, let after = allocationCount() { fields["allocations"] = after - before }
     emit(fields)
