@@ -107,9 +107,9 @@ def measure(paths, kind, client, url, count, env, tls):
             # Go's runtime preempts a goroutine by signalling its thread (SIGURG), and this
             # callgrind fails an assertion on such a signal ("sigNum ==
             # vgCallgrind_current_state.sig"): every TLS run of go-bench and some plain ones
-            # died so. Without the signals a request counts as in the runs that survived them:
-            # W1 h1 64,674-66,892 instructions against 66,352-66,991, W1 TLS h2 93,526 against
-            # 93,153 (Go's own count moves by about 2% from run to run).
+            # died so. Without the signals a W1 h1 request counts as in the runs that survived
+            # them: 64,674-66,892 instructions against 66,352-66,991 (Go's own count moves by
+            # about 2% from run to run).
             full_env["GODEBUG"] = "asyncpreemptoff=1"
     if workload == "parser":
         command = [bench_binary(paths, kind, "parser-bench"), "count", "courier" if name == "Courier" else name, str(count)]
