@@ -85,6 +85,25 @@ int courier_make_temporary_file(char *template_path, int suffix_length) {
     return mkostemps(template_path, suffix_length, O_CLOEXEC);
 }
 
+int courier_thread_has_default_policy(void) {
+    return sched_getscheduler(0) == SCHED_OTHER;
+}
+
+int courier_set_batch_policy(int batch) {
+    // On Linux sched_setscheduler with 0 acts on the calling thread, not the whole process,
+    // and for these two policies it keeps the thread's nice value.
+    struct sched_param parameters = { .sched_priority = 0 };
+    return sched_setscheduler(0, batch ? SCHED_BATCH : SCHED_OTHER, &parameters) == 0 ? 0 : errno;
+}
+
+int courier_current_thread_id(void) {
+    return (int)syscall(SYS_gettid);
+}
+
+int courier_thread_policy(int thread_id) {
+    return sched_getscheduler(thread_id);
+}
+
 void courier_set_thread_name(const char *name) {
     char shortened[16];
     strncpy(shortened, name, sizeof(shortened) - 1);

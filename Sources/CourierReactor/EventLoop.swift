@@ -102,6 +102,8 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     private let turn = HandoffMutex(false)
     /// The thread that has borrowed the loop, or 0.
     private let borrower = Atomic<UInt>(0)
+    /// Turns the loop's thread found held by a borrower as it came for them; read by tests.
+    private let contendedTurns = Atomic<Int>(0)
 
     // Loop-confined state.
     @exclusivity(unchecked) private var localJobs = Deque<QueuedJob>()
@@ -117,6 +119,10 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     /// handler. An array, not a dictionary: every event looks its registration up.
     @exclusivity(unchecked) private var slots: [RegistrationSlot] = []
     @exclusivity(unchecked) private var freeSlots: [Int] = []
+    /// When the loop's thread waits for events as a batch thread.
+    @exclusivity(unchecked) private var waitScheduling: WaitScheduling
+    /// Times other threads borrowed the loop since its thread's last turn.
+    @exclusivity(unchecked) private var borrowsSinceTurn = 0
     /// Told once each at the end of the current turn (``atEndOfTurn(_:)``).
     @exclusivity(unchecked) private var turnEndHandlers: [any TurnEndHandler] = []
     /// The timer deadline the current wait for events ends at (nil: it waits until woken).
@@ -153,8 +159,15 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// Creates a loop and starts its thread.
-    public init(index: Int = 0, name: String = "courier-loop") throws(SystemError) {
+    public convenience init(index: Int = 0, name: String = "courier-loop") throws(SystemError) {
+        try self.init(index: index, name: name, waitScheduling: WaitScheduling())
+    }
+
+    /// Creates a loop whose waits become batch waits as `waitScheduling` says (tests give it
+    /// other thresholds than the loop's own).
+    init(index: Int = 0, name: String = "courier-loop", waitScheduling: WaitScheduling) throws(SystemError) {
         self.index = index
+        self.waitScheduling = waitScheduling
         let epollFD = epoll_create1(courier_EPOLL_CLOEXEC)
         guard epollFD >= 0 else { throw .last("epoll_create1") }
         let wakeFD = eventfd(0, courier_EFD_CLOEXEC | courier_EFD_NONBLOCK)
@@ -182,6 +195,9 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     }
 
     public var description: String { "EventLoop(\(index))" }
+
+    /// How many turns the loop's thread found held by a borrowing thread as it came for them.
+    var contendedTurnCount: Int { contendedTurns.load(ordering: .relaxed) }
 
     /// True when called on this loop's thread, or on a thread that has borrowed it.
     public var inEventLoop: Bool {
@@ -306,6 +322,7 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
             }
             guard taken else { return (false, false) }
             borrower.store(current, ordering: .relaxed)
+            borrowsSinceTurn += 1
             now = .now
             runLocalJobs()
             runTakenJobs()
@@ -434,10 +451,21 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
 
         var count: Int32 = 0
         var timeout: Int32 = 0
+        // Batch waits only for a thread on the default policy: a policy the application gave
+        // the thread that made the loop (inherited) is left as it is.
+        var batchWaitsAllowed = courier_thread_has_default_policy() != 0
         while true {
+            // Other threads busy on the loop make this a busy turn (WaitScheduling): a borrower
+            // holding the turn as the loop comes for it (the loop's wake-up has preempted it,
+            // or it borrowed the loop since the wait returned), or several borrows during the
+            // wait (counted by `borrow`).
+            let contended = borrower.load(ordering: .relaxed) != 0
+            if contended { contendedTurns.add(1, ordering: .relaxed) }
             // One turn, under the lock: the events of the last wait, due timers, queued work.
-            let stopping = turn.withLock { stopped -> Bool in
+            let (stopping, batchWait) = turn.withLock { stopped -> (Bool, Bool) in
                 now = .now
+                if contended || borrowsSinceTurn > 1 { waitScheduling.noteBusyTurn(at: now) }
+                borrowsSinceTurn = 0
                 if count > 0 {
                     for index in 0..<Int(count) {
                         let token = courier_epoll_event_data(events + index)
@@ -455,14 +483,25 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
                 while let job = timers.popNextDue(now: now) { job.run() }
                 if takeIncomingJobs() {
                     stopped = true
-                    return true
+                    return (true, false)
                 }
                 runLocalJobs()
                 endTurn()
                 timeout = prepareWait()
-                return false
+                return (false, timeout != 0 && waitScheduling.batchesWaits(at: now))
             }
             if stopping { break }
+            if batchWait, batchWaitsAllowed {
+                // Back on the default policy before anything else runs. A sandbox may refuse
+                // the change (moving between the two ordinary policies needs no privilege
+                // otherwise); the waits then stay ordinary from then on.
+                if courier_set_batch_policy(1) == 0 {
+                    count = epoll_wait(epollFD, events, Int32(Self.eventBatch), timeout)
+                    if courier_set_batch_policy(0) != 0 { batchWaitsAllowed = false }
+                    continue
+                }
+                batchWaitsAllowed = false
+            }
             count = epoll_wait(epollFD, events, Int32(Self.eventBatch), timeout)
         }
         // Stopped: no thread borrows the loop any more.
