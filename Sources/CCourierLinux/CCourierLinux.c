@@ -85,10 +85,6 @@ int courier_make_temporary_file(char *template_path, int suffix_length) {
     return mkostemps(template_path, suffix_length, O_CLOEXEC);
 }
 
-int courier_thread_has_default_policy(void) {
-    return sched_getscheduler(0) == SCHED_OTHER;
-}
-
 int courier_set_batch_policy(int batch) {
     // On Linux sched_setscheduler with 0 acts on the calling thread, not the whole process,
     // and for these two policies it keeps the thread's nice value.

@@ -451,9 +451,10 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
 
         var count: Int32 = 0
         var timeout: Int32 = 0
-        // Batch waits only for a thread on the default policy: a policy the application gave
-        // the thread that made the loop (inherited) is left as it is.
-        var batchWaitsAllowed = courier_thread_has_default_policy() != 0
+        // Batch waits only for a thread on the default policy, without the reset-on-fork flag
+        // (which a change of policy would clear): what the application gave the thread that
+        // made the loop (inherited) is left as it is.
+        var batchWaitsAllowed = courier_thread_policy(0) == SCHED_OTHER
         while true {
             // Other threads busy on the loop make this a busy turn (WaitScheduling): a borrower
             // holding the turn as the loop comes for it (the loop's wake-up has preempted it,
@@ -583,23 +584,5 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         if remaining <= 0 { return 0 }
         // Round up so a timer never fires before its deadline.
         return Int32(clamping: remaining / 1_000_000 + (remaining % 1_000_000 == 0 ? 0 : 1))
-    }
-}
-
-/// Carries a value that is not Sendable from its event loop to work that will run on the same
-/// loop; unwrapping elsewhere is a programming error caught in debug builds.
-public struct LoopBound<Value>: @unchecked Sendable {
-    public let loop: EventLoop
-    private let stored: Value
-
-    public init(_ value: Value, loop: EventLoop) {
-        self.loop = loop
-        self.stored = value
-    }
-
-    /// The value; on its loop only.
-    public var value: Value {
-        loop.assertInEventLoop()
-        return stored
     }
 }

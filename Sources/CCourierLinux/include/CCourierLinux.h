@@ -99,10 +99,6 @@ int courier_has_aes_hardware(void);
 /// 15 bytes of `name` are kept.
 void courier_set_thread_name(const char *name);
 
-/// 1 when the calling thread runs under the system's default scheduling policy (SCHED_OTHER,
-/// without SCHED_RESET_ON_FORK), else 0.
-int courier_thread_has_default_policy(void);
-
 /// Moves the calling thread to SCHED_BATCH (`batch` non-zero) or back to SCHED_OTHER, keeping
 /// its nice value. 0 on success, else the error number.
 int courier_set_batch_policy(int batch);
@@ -111,7 +107,8 @@ int courier_set_batch_policy(int batch);
 int courier_current_thread_id(void);
 
 /// The scheduling policy of thread `thread_id` (0: the calling thread), as sched_getscheduler
-/// gives it (SCHED_OTHER 0, SCHED_BATCH 3), or -1.
+/// gives it (SCHED_OTHER 0, SCHED_BATCH 3, with SCHED_RESET_ON_FORK added when the thread has
+/// that flag), or -1.
 int courier_thread_policy(int thread_id);
 
 /// getaddrinfo's EAI_NODATA.
