@@ -6,8 +6,13 @@
 /// lookup, where a binary search over a few sorted integers costs a tenth of that. A new key is
 /// normally the largest and is appended.
 ///
+/// The keys being distinct integers also bounds where a key can be: no lower than its distance
+/// below the last key allows, no higher than its distance above the first. While no key is
+/// missing in between (a pool's connections, which seldom close), both bounds are the key's
+/// index and a lookup makes no search; every gap widens the range by one.
+///
 /// Iteration is in key order.
-public struct IdentifierMap<Key: Comparable & Sendable, Value: Sendable>: Sendable, Sequence {
+public struct IdentifierMap<Key: PoolIdentifier, Value: Sendable>: Sendable, Sequence {
     public typealias Element = (key: Key, value: Value)
 
     @usableFromInline var entries: [Element] = []
@@ -35,8 +40,10 @@ public struct IdentifierMap<Key: Comparable & Sendable, Value: Sendable>: Sendab
         guard let last = entries.last else { return (0, false) }
         if last.key == key { return (entries.count - 1, true) }
         if last.key < key { return (entries.count, false) }
-        var low = 0
-        var high = entries.count - 1
+        // entries[i].key is at least the first key + i and at most the last key - (count - 1 - i).
+        let count = entries.count
+        var low = Swift.max(0, count - 1 - (last.key.rawValue - key.rawValue))
+        var high = Swift.min(count - 1, Swift.max(0, key.rawValue - entries[0].key.rawValue))
         while low < high {
             let middle = (low + high) / 2
             if entries[middle].key < key { low = middle + 1 } else { high = middle }

@@ -1,5 +1,10 @@
+/// A pool's identifier: an integer, handed out in increasing order.
+public protocol PoolIdentifier: Hashable, Sendable, Comparable {
+    var rawValue: Int { get }
+}
+
 /// Identifies a request inside one pool.
-public struct PoolRequestID: Hashable, Sendable, Comparable, CustomStringConvertible {
+public struct PoolRequestID: PoolIdentifier, CustomStringConvertible {
     public let rawValue: Int
     public init(_ rawValue: Int) { self.rawValue = rawValue }
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
@@ -7,7 +12,7 @@ public struct PoolRequestID: Hashable, Sendable, Comparable, CustomStringConvert
 }
 
 /// Identifies a connection inside one pool.
-public struct PoolConnectionID: Hashable, Sendable, Comparable, CustomStringConvertible {
+public struct PoolConnectionID: PoolIdentifier, CustomStringConvertible {
     public let rawValue: Int
     public init(_ rawValue: Int) { self.rawValue = rawValue }
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }

@@ -42,6 +42,23 @@ struct IdentifierMapTests {
         #expect(map[PoolRequestID(0)] == nil)
     }
 
+    @Test("keys with no gap, then gaps: every key is found where it is, absent keys are not")
+    func denseKeysThenGaps() {
+        var map = IdentifierMap<PoolConnectionID, Int>()
+        for id in 100..<132 { map[PoolConnectionID(id)] = id * 2 }
+        for id in 100..<132 { #expect(map[PoolConnectionID(id)] == id * 2) }
+        #expect(map[PoolConnectionID(99)] == nil)
+        #expect(map[PoolConnectionID(132)] == nil)
+        // Gaps at the front, in the middle (two apart and a run) and just before the last key.
+        for id in [100, 101, 110, 112, 120, 121, 122, 130] { map[PoolConnectionID(id)] = nil }
+        let kept = Set(100..<132).subtracting([100, 101, 110, 112, 120, 121, 122, 130])
+        for id in 95..<140 { #expect(map[PoolConnectionID(id)] == (kept.contains(id) ? id * 2 : nil)) }
+        // A key put back into a gap goes to its place in the order.
+        map[PoolConnectionID(121)] = -1
+        #expect(map[PoolConnectionID(121)] == -1)
+        #expect(map.map(\.key.rawValue) == (kept.union([121])).sorted())
+    }
+
     @Test("a key before, between and after the others")
     func keysInAnyOrder() {
         var map = IdentifierMap<PoolConnectionID, String>()
