@@ -351,7 +351,7 @@ public final class HTTP2ClientSession {
         _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, HTTP2ErrorCode.cancel)
     }
 
-    /// Sends a PING, to learn whether an idle connection is alive.
+    /// Sends a PING: to learn whether an idle connection is alive, or how long its round trip is.
     public func ping() {
         _ = nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
     }

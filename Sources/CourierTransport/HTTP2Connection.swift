@@ -91,6 +91,11 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     /// The shortest round trip seen from a SETTINGS or PING of ours to its acknowledgement, in
     /// nanoseconds: what a stream's window is measured against. Nil until the first.
     @exclusivity(unchecked) private(set) var roundTrip: Int64?
+    /// A PING has been acknowledged. The SETTINGS' sample alone is not trusted to size a
+    /// window: it is taken as the connection starts, and a peer or client busy then (another
+    /// download writing to disk, say) makes it long enough that any reader passes for one the
+    /// round trip holds back (``StreamWindow``).
+    @exclusivity(unchecked) private(set) var roundTripConfirmed = false
     /// When the SETTINGS went out (with the preface, at the first flush).
     private let settingsSentAt: MonotonicInstant
     /// When the idle PING still unanswered went out; nil when none is.
@@ -416,9 +421,19 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
         }
         current.exchange.delegate.exchange(current.exchange, didReceiveBodyBytes: bytes)
         session.consume(streamID: streamID, count: bytes.count)
-        if let grown = current.window.credit(bytes.count, roundTrip: roundTrip, now: { .now }) {
-            session.setStreamWindow(streamID, to: grown)
+        switch current.window.credit(bytes.count, roundTrip: roundTripConfirmed ? roundTrip : nil, now: { .now }) {
+        case .keep:
+            break
+        case .grew(let size):
+            session.setStreamWindow(streamID, to: size)
             streamWindowGrowths += 1
+        case .needsRoundTrip:
+            // Measured by a PING, which the flush after this read sends; the window grows, if
+            // it should, at a period after the answer.
+            if pingSentAt == nil {
+                pingSentAt = .now
+                session.ping()
+            }
         }
     }
 
@@ -473,7 +488,10 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     }
 
     func http2DidReceivePingAcknowledgement() {
-        if let sent = pingSentAt { noteRoundTrip(since: sent) }
+        if let sent = pingSentAt {
+            noteRoundTrip(since: sent)
+            roundTripConfirmed = true
+        }
         pingSentAt = nil
     }
 

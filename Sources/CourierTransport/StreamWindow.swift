@@ -13,8 +13,22 @@ import CourierReactor
 ///
 /// The round trip is the connection's shortest from SETTINGS or PING to its acknowledgement,
 /// measured end to end at HTTP/2 (``HTTP2Connection``): through a proxy's tunnel the TCP
-/// socket's own round trip would be only the first hop's.
+/// socket's own round trip would be only the first hop's. The connection gives none until a
+/// PING has confirmed the SETTINGS' sample (taken as the connection starts, when a busy peer or
+/// client can make it long); a period that would grow the window without one asks for it
+/// (``Verdict/needsRoundTrip``).
 struct StreamWindow {
+    /// What a credit found.
+    enum Verdict: Equatable {
+        /// The window stays.
+        case keep
+        /// The window grew to this size: the sender must be told.
+        case grew(to: Int)
+        /// Half the window came within a period that no confirmed round trip can be compared
+        /// with: a round trip should be measured. The window stays.
+        case needsRoundTrip
+    }
+
     /// The window now, in bytes.
     private(set) var size: Int
     let maximum: Int
@@ -28,24 +42,25 @@ struct StreamWindow {
         self.maximum = max(size, maximum)
     }
 
-    /// Counts `count` bytes credited to the sender now; returns the new size when the window
-    /// should grow. `roundTrip` is in nanoseconds, nil while unknown; `now` reads the clock,
-    /// called only when a period starts or ends. A period starts at a credit and counts the
-    /// bytes after it, so a rate is bytes over the time they took.
-    mutating func credit(_ count: Int, roundTrip: Int64?, now: () -> MonotonicInstant) -> Int? {
-        guard size < maximum else { return nil }
+    /// Counts `count` bytes credited to the sender now. `roundTrip` is in nanoseconds, nil
+    /// while none is confirmed; `now` reads the clock, called only when a period starts or
+    /// ends. A period starts at a credit and counts the bytes after it, so a rate is bytes over
+    /// the time they took.
+    mutating func credit(_ count: Int, roundTrip: Int64?, now: () -> MonotonicInstant) -> Verdict {
+        guard size < maximum else { return .keep }
         guard let start = periodStart else {
             periodStart = now()
-            return nil
+            return .keep
         }
         credited += count
-        guard credited >= size / 2 else { return nil }
+        guard credited >= size / 2 else { return .keep }
         let end = now()
         credited = 0
         periodStart = end
-        guard let roundTrip, end.nanoseconds &- start.nanoseconds < roundTrip else { return nil }
+        guard let roundTrip else { return .needsRoundTrip }
+        guard end.nanoseconds &- start.nanoseconds < roundTrip else { return .keep }
         size = min(size * 2, maximum)
-        return size
+        return .grew(to: size)
     }
 
     /// Starts a new period: the bytes credited next (a paused stream's stash, handed over at

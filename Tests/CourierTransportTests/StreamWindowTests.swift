@@ -19,12 +19,22 @@ struct StreamWindowTests {
     static func credit(
         _ window: inout StreamWindow, chunks: Int, of chunk: Int, gap microseconds: Int64, roundTrip: Int64?, clock: Clock
     ) -> [Int] {
-        var grown: [Int] = []
+        verdicts(&window, chunks: chunks, of: chunk, gap: microseconds, roundTrip: roundTrip, clock: clock).compactMap {
+            if case .grew(let size) = $0 { size } else { nil }
+        }
+    }
+
+    /// Credits as ``credit(_:chunks:of:gap:roundTrip:clock:)`` does; every verdict but `.keep`.
+    static func verdicts(
+        _ window: inout StreamWindow, chunks: Int, of chunk: Int, gap microseconds: Int64, roundTrip: Int64?, clock: Clock
+    ) -> [StreamWindow.Verdict] {
+        var verdicts: [StreamWindow.Verdict] = []
         for _ in 0..<chunks {
             clock.advance(microseconds: microseconds)
-            if let size = window.credit(chunk, roundTrip: roundTrip, now: { clock.now }) { grown.append(size) }
+            let verdict = window.credit(chunk, roundTrip: roundTrip, now: { clock.now })
+            if verdict != .keep { verdicts.append(verdict) }
         }
-        return grown
+        return verdicts
     }
 
     @Test("a reader that takes half the window within a round trip doubles it, up to the maximum")
@@ -66,6 +76,23 @@ struct StreamWindowTests {
         #expect(window.size == Self.mib)
     }
 
+    @Test("a period fast enough to grow the window, with no confirmed round trip, asks for one; given it, the window grows")
+    func asksForARoundTrip() {
+        let clock = Clock()
+        var window = StreamWindow(size: Self.mib, maximum: 8 * Self.mib)
+        // 64 KiB every 100 µs: half a window in 800 µs. The first credit starts a period, and
+        // every eighth after it ends one and starts the next: 25 credits end three.
+        var verdicts = Self.verdicts(&window, chunks: 25, of: 64 * Self.kib, gap: 100, roundTrip: nil, clock: clock)
+        #expect(verdicts == [.needsRoundTrip, .needsRoundTrip, .needsRoundTrip])
+        #expect(window.size == Self.mib)
+        // A 300 µs round trip: the same reader is not held back by it.
+        verdicts = Self.verdicts(&window, chunks: 40, of: 64 * Self.kib, gap: 100, roundTrip: 300_000, clock: clock)
+        #expect(verdicts.isEmpty)
+        // A 20 ms round trip: it is, and the window doubles at the next period's end.
+        verdicts = Self.verdicts(&window, chunks: 8, of: 64 * Self.kib, gap: 100, roundTrip: 20_000_000, clock: clock)
+        #expect(verdicts == [.grew(to: 2 * Self.mib)])
+    }
+
     @Test("bytes credited at a period's start do not count: a burst after a restart must be followed by more")
     func restartLeavesABurstOut() {
         let clock = Clock()
@@ -85,11 +112,11 @@ struct StreamWindowTests {
         var window = StreamWindow(size: 8 * Self.mib, maximum: 8 * Self.mib)
         var reads = 0
         for _ in 0..<100 {
-            let grown = window.credit(Self.mib, roundTrip: 1_000_000_000) {
+            let verdict = window.credit(Self.mib, roundTrip: 1_000_000_000) {
                 reads += 1
                 return MonotonicInstant(nanoseconds: 0)
             }
-            #expect(grown == nil)
+            #expect(verdict == .keep)
         }
         #expect(reads == 0)
     }

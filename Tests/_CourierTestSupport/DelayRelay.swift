@@ -10,15 +10,21 @@ public final class DelayRelay: Sendable {
     public let port: Int
     public let pid: Int32
 
-    /// Starts a relay to 127.0.0.1:`targetPort` that delays each direction by `delay`.
-    public init(to targetPort: Int, delay: Duration) throws {
+    /// Starts a relay to 127.0.0.1:`targetPort` that delays each direction by `delay`. With
+    /// `serverStartOnly`, it delays only what the server sends within that long of each
+    /// connection's start, and nothing the client sends: a round trip that is long at the
+    /// start only.
+    public init(to targetPort: Int, delay: Duration, serverStartOnly: Duration? = nil) throws {
         let python = try pythonInterpreter(importing: ["asyncio"], missing: "asyncio")
         let directory = TestRun.makeDirectory("delay-relay")
         let script = directory.appendingPathComponent("relay.py")
         try Self.source.write(to: script, atomically: true, encoding: .utf8)
         let port = freeLoopbackPort()
-        let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
-        pid = try startServerProcess(python, ["-u", script.path, String(port), String(targetPort), String(seconds)], directory: directory)
+        func seconds(_ duration: Duration) -> Double {
+            Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        }
+        let arguments = [script.path, String(port), String(targetPort), String(seconds(delay)), String(serverStartOnly.map(seconds) ?? 0)]
+        pid = try startServerProcess(python, ["-u"] + arguments, directory: directory)
         self.port = port
         guard waitForListener(port: port) else {
             stop()
@@ -34,13 +40,15 @@ public final class DelayRelay: Sendable {
     deinit { stop() }
 
     /// Each connection gets one to the target; each direction is read into a queue stamped
-    /// with when its bytes may go on, and written from it in order at that time.
+    /// with when its bytes may go on, and written from it in order at that time. A window
+    /// above 0 delays only the server's bytes read before the connection is that old.
     static let source = """
         import asyncio, sys, time
 
-        listen_port, target_port, delay = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+        listen_port, target_port = int(sys.argv[1]), int(sys.argv[2])
+        delay, window = float(sys.argv[3]), float(sys.argv[4])
 
-        async def carry(reader, writer):
+        async def carry(reader, writer, delay, until):
             queue = asyncio.Queue()
 
             async def send():
@@ -62,7 +70,8 @@ public final class DelayRelay: Sendable {
                     data = await reader.read(262144)
                     if not data:
                         break
-                    queue.put_nowait((time.monotonic() + delay, data))
+                    now = time.monotonic()
+                    queue.put_nowait((now + (delay if until is None or now < until else 0), data))
             finally:
                 queue.put_nowait((0, None))
                 await sender
@@ -73,8 +82,13 @@ public final class DelayRelay: Sendable {
             except OSError:
                 client_writer.close()
                 return
+            if window > 0:
+                upstream, downstream = (0, None), (delay, time.monotonic() + window)
+            else:
+                upstream, downstream = (delay, None), (delay, None)
             await asyncio.gather(
-                carry(client_reader, server_writer), carry(server_reader, client_writer), return_exceptions=True
+                carry(client_reader, server_writer, *upstream), carry(server_reader, client_writer, *downstream),
+                return_exceptions=True
             )
             client_writer.close()
             server_writer.close()
