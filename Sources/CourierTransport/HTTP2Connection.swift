@@ -98,7 +98,8 @@ final class HTTP2Connection: TransportStreamDelegate, HTTP2SessionDelegate, Pool
     @exclusivity(unchecked) private(set) var roundTripConfirmed = false
     /// When the SETTINGS went out (with the preface, at the first flush).
     private let settingsSentAt: MonotonicInstant
-    /// When the idle PING still unanswered went out; nil when none is.
+    /// When the PING still unanswered went out (an idle connection's, or one measuring the
+    /// round trip for a window); nil when none is.
     @exclusivity(unchecked) var pingSentAt: MonotonicInstant?
     /// Times a stream's window grew, for tests.
     @exclusivity(unchecked) private(set) var streamWindowGrowths = 0
