@@ -492,18 +492,13 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
                 return (false, timeout != 0 && waitScheduling.batchesWaits(at: now))
             }
             if stopping { break }
-            if batchWait, batchWaitsAllowed {
-                // Back on the default policy before anything else runs. A sandbox may refuse
-                // the change (moving between the two ordinary policies needs no privilege
-                // otherwise); the waits then stay ordinary from then on.
-                if courier_set_batch_policy(1) == 0 {
-                    count = epoll_wait(epollFD, events, Int32(Self.eventBatch), timeout)
-                    if courier_set_batch_policy(0) != 0 { batchWaitsAllowed = false }
-                    continue
-                }
-                batchWaitsAllowed = false
-            }
+            // A sandbox may refuse the change of policy (moving between the two ordinary
+            // policies needs no privilege otherwise); the waits then stay ordinary from then on.
+            let batched = batchWait && batchWaitsAllowed && courier_set_batch_policy(1) == 0
+            if batchWait && !batched { batchWaitsAllowed = false }
             count = epoll_wait(epollFD, events, Int32(Self.eventBatch), timeout)
+            // Back on the default policy before anything else runs.
+            if batched && courier_set_batch_policy(0) != 0 { batchWaitsAllowed = false }
         }
         // Stopped: no thread borrows the loop any more.
         runLocalJobs()
