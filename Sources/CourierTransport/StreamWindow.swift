@@ -15,8 +15,8 @@ import CourierReactor
 /// measured end to end at HTTP/2 (``HTTP2Connection``): through a proxy's tunnel the TCP
 /// socket's own round trip would be only the first hop's. The connection gives none until a
 /// PING has confirmed the SETTINGS' sample (taken as the connection starts, when a busy peer or
-/// client can make it long); a period that would grow the window without one asks for it
-/// (``Verdict/needsRoundTrip``).
+/// client can make it long); until then, every period that ends asks for one, whatever its
+/// speed (``Verdict/needsRoundTrip``).
 struct StreamWindow {
     /// What a credit found.
     enum Verdict: Equatable {

@@ -76,7 +76,7 @@ struct StreamWindowTests {
         #expect(window.size == Self.mib)
     }
 
-    @Test("a period fast enough to grow the window, with no confirmed round trip, asks for one; given it, the window grows")
+    @Test("with no confirmed round trip every period of half a window asks for one; given it, the window grows when the round trip holds the reader back")
     func asksForARoundTrip() {
         let clock = Clock()
         var window = StreamWindow(size: Self.mib, maximum: 8 * Self.mib)
