@@ -54,7 +54,7 @@ let package = Package(
             ],
             path: "Sources/CookieBench"
         ),
-        .systemLibrary(name: "CHopFloor", path: "Sources/CHopFloor", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CHopFloor", path: "Sources/CHopFloor", providers: [.apt(["libssl-dev", "libnghttp2-dev"])]),
         .executableTarget(name: "hop-floor", dependencies: ["BenchSupport", "CHopFloor"], path: "Sources/HopFloor"),
         .executableTarget(
             name: "transport-floor",

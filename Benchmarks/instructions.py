@@ -195,6 +195,7 @@ def run(paths, base, tls, rounds, wanted):
                                             ("hop-floor hop", "w1", 1), ("hop-floor loop", "w1", 1),
                                             ("transport-floor hop", "w1", 1), ("transport-floor loop", "w1", 1)]),
         "W1 tls-h2": (base["tls-h2"] + "/100.bin", [("h2load", "w1", 1), ("Courier", "w1", 1), ("Courier-loop", "w1", 1), ("Go", "w1", 1), ("curl", "w1", 1),
+                                                    ("hop-floor hop", "w1", 1), ("hop-floor loop", "w1", 1),
                                                     ("transport-floor hop", "w1", 1), ("transport-floor loop", "w1", 1)]),
         "W2 h1": (base["h1"] + "/100.bin", [("wrk", "w2", 32), ("Courier", "w2", 32), ("Courier-loop", "w2", 32), ("Go", "w2", 32),
                                             ("Courier, a task a request", "w2t", 32)]),

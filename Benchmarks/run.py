@@ -450,12 +450,11 @@ def main():
                     rec(key, "Go", runner.go_client, "w1", url, W1_REQUESTS, env=tls)
                     rec(key, "AsyncHTTPClient", runner.swift_client, "ahc-bench", "w1", url, W1_REQUESTS, env=tls)
                     rec(key, "curl", runner.curl_many, url, W1_REQUESTS, http2=variant == "tls-h2")
-                    if variant != "tls-h2":
-                        # What the shapes cost apart from any HTTP library: wrk's (one thread),
-                        # an await resumed by a loop thread (URLSession's), and the same await
-                        # preferring the loop as its executor (Courier-loop's).
-                        for shape in ("direct", "hop", "loop"):
-                            rec(key, f"hop-floor {shape}", runner.swift_client, "hop-floor", shape, url, W1_REQUESTS, env=tls)
+                    # What the shapes cost apart from any HTTP library: wrk's (one thread),
+                    # an await resumed by a loop thread (URLSession's), and the same await
+                    # preferring the loop as its executor (Courier-loop's).
+                    for shape in ("direct", "hop", "loop"):
+                        rec(key, f"hop-floor {shape}", runner.swift_client, "hop-floor", shape, url, W1_REQUESTS, env=tls)
                     # Courier's transport with the least a session layer must add (an await,
                     # one object, a Data): how close any URLSession on this stack could come.
                     for shape in ("hop", "loop"):
@@ -688,7 +687,7 @@ def markdown(document):
               "(W3, W4, U1, W3R). courier-load is Courier's load "
               "generator on the transport; Courier is the public URLSession API; Courier-static (W3) is the same "
               "courier-bench linked with --static-swift-stdlib (the Swift runtime and Foundation in the executable). "
-              "hop-floor (W1 h1 and TLS h1) is the least a client can do in three shapes: direct (one thread, as wrk), hop (each "
+              "hop-floor (W1) is the least a client can do in three shapes (over TLS h2 through nghttp2, one stream at a time, as h2load): direct (one thread, as wrk), hop (each "
               "request an await in a task on the global executor, resumed by a thread that reads the socket, as "
               "URLSession's data(for:)) and loop (the same await, the task preferring that thread as its executor, "
               "as Courier-loop). transport-floor (W1) is Courier's own transport with the least a session layer must add "

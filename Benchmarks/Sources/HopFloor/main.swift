@@ -1,6 +1,6 @@
-// hop-floor: W1 (sequential GETs on one HTTP/1.1 connection) with the least a client can do, in
-// three shapes, to measure what the shape itself costs on this machine apart from any HTTP
-// library:
+// hop-floor: W1 (sequential GETs on one connection, HTTP/1.1 or HTTP/2) with the least a client
+// can do, in three shapes, to measure what the shape itself costs on this machine apart from any
+// HTTP library:
 //
 //   direct  one thread sends, waits in epoll_wait, reads: wrk's shape.
 //   hop     each request is an `await` in a Swift task on the global executor: the task sends
@@ -15,6 +15,8 @@
 // response's end found from its Content-Length), so the differences between them are the
 // threads'. An https URL puts OpenSSL's records in between (SSL_write and SSL_read, with the
 // CA of BENCH_CA_FILE, else SSL_CERT_FILE), under a lock, since two threads use the connection.
+// The TLS handshake offers "h2" and "http/1.1" by ALPN; a server that picks "h2" is spoken to
+// through nghttp2 (HTTP2.swift), one stream at a time, as h2load does with one stream.
 // Usage: hop-floor direct|hop|loop http[s]://IPv4:PORT/PATH COUNT. Prints one JSON line like the
 // other clients (requests, seconds, bytes, errors).
 
@@ -64,6 +66,8 @@ final class Connection: @unchecked Sendable {
     var bodyBytes = 0
     /// The TLS session of an https connection, used under `lock`.
     var tls: OpaquePointer?
+    /// The HTTP/2 session when the server picked "h2", used under `lock`.
+    var http2: HTTP2Client?
     let lock = Mutex(())
 
     init(_ target: Target) {
@@ -80,7 +84,18 @@ final class Connection: @unchecked Sendable {
         guard connected == 0 else { fail("connect: \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
         setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        if target.secure { tls = Self.handshake(descriptor, target) }
+        if target.secure {
+            let tls = Self.handshake(descriptor, target)
+            self.tls = tls
+            var protocolName: UnsafePointer<UInt8>?
+            var length: UInt32 = 0
+            SSL_get0_alpn_selected(tls, &protocolName, &length)
+            if length == 2, let protocolName, memcmp(protocolName, "h2", 2) == 0 {
+                let http2 = HTTP2Client(target)
+                http2.flush(tls)
+                self.http2 = http2
+            }
+        }
         _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
     }
 
@@ -92,6 +107,8 @@ final class Connection: @unchecked Sendable {
             fail("https needs BENCH_CA_FILE or SSL_CERT_FILE naming a readable CA file")
         }
         SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
+        let protocols: [UInt8] = [2] + Array("h2".utf8) + [8] + Array("http/1.1".utf8)
+        guard SSL_CTX_set_alpn_protos(context, protocols, UInt32(protocols.count)) == 0 else { fail("SSL_CTX_set_alpn_protos failed") }
         guard let session = SSL_new(context) else { fail("SSL_new failed") }
         X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(session), target.host)
         SSL_set_fd(session, descriptor)
@@ -102,6 +119,13 @@ final class Connection: @unchecked Sendable {
     }
 
     func send() {
+        if let http2, let tls {
+            lock.withLock { _ in
+                http2.submitRequest()
+                http2.flush(tls)
+            }
+            return
+        }
         let written = request.withUnsafeBytes { bytes -> Int in
             guard let tls else { return Glibc.send(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL)) }
             return lock.withLock { _ in
@@ -127,6 +151,7 @@ final class Connection: @unchecked Sendable {
         }
         return lock.withLock { _ in
             // Record by record until OpenSSL wants more from the socket or the response is whole.
+            if let http2 { return readHTTP2(tls, http2) }
             while true {
                 guard filled < buffer.count else { fail("a response larger than \(buffer.count) bytes") }
                 ERR_clear_error()
@@ -138,6 +163,26 @@ final class Connection: @unchecked Sendable {
                 if received(Int(count)) { return true }
             }
         }
+    }
+
+    /// `readResponse` over HTTP/2, under `lock`: what nghttp2 asks to send in answer (a SETTINGS
+    /// acknowledgement, a WINDOW_UPDATE) goes out before the response is reported whole.
+    func readHTTP2(_ tls: OpaquePointer, _ http2: HTTP2Client) -> Bool {
+        var whole = false
+        // Until OpenSSL wants more from the socket, or the stream has closed and OpenSSL holds
+        // nothing more already read (which epoll would not report).
+        repeat {
+            ERR_clear_error()
+            let count = SSL_read(tls, buffer.baseAddress!, Int32(buffer.count))
+            if count <= 0 {
+                if SSL_get_error(tls, count) == SSL_ERROR_WANT_READ { break }
+                fail("SSL_read: \(Self.tlsFailure(tls, count))")
+            }
+            whole = http2.receive(UnsafeRawBufferPointer(rebasing: buffer[..<Int(count)]))
+        } while !whole || SSL_pending(tls) > 0
+        if nghttp2_session_want_write(http2.session) != 0 { http2.flush(tls) }
+        if whole { bodyBytes = http2.bodyBytes }
+        return whole
     }
 
     /// What went wrong with an SSL_read or SSL_write that returned `result`.
