@@ -9,7 +9,8 @@
 #   scripts/soak.sh --sanitized address --requests 10000   # the test command's: on its
 #                                        # AddressSanitizer build (scripts/lib/sanitized-build.sh)
 #
-# It prints, per tenth of the run, the request rate and the resident memory, then whether every
+# It prints, per tenth of the run, the request rate, the resident memory and the process's CPU
+# time a request (a cost that grew with the run would rise tenth after tenth), then whether every
 # task completed exactly once, the open file descriptors before and after, and the download
 # files left behind; it fails when a task was lost or doubled or a file was left.
 set -euo pipefail

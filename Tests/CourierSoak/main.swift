@@ -1,7 +1,8 @@
 // The soak: one URLSession, many requests in flight against nginx on loopback, the way a server
 // embedding Courier uses it, for as long as asked. It checks that every task completes exactly
-// once, and reports per tenth of the run the request rate and the resident memory, then the
-// file descriptors and temporary download files before and after. See scripts/soak.sh.
+// once, and reports per tenth of the run the request rate, the resident memory and the CPU time
+// (user and system) a request, then the file descriptors and temporary download files before
+// and after. See scripts/soak.sh.
 //
 //   courier-soak [--requests N] [--concurrency N] [--calm] [--h1] [--cache]
 //
@@ -43,6 +44,14 @@ func residentMegabytes() -> Double {
     let fields = statm.split(separator: " ")
     guard fields.count > 1, let pages = Double(fields[1]) else { return 0 }
     return pages * Double(sysconf(Int32(_SC_PAGESIZE))) / 1_048_576
+}
+
+/// The CPU time the process has used, user and system, in seconds.
+func processorSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
 /// The open file descriptors, by what they point at.
@@ -141,8 +150,9 @@ let start = ContinuousClock.now
 let tenth = max(options.requests / 10, 1)
 var lastMark = start
 var lastCount = 0
+var lastCPU = processorSeconds()
 print("requests: \(options.requests), in flight: \(options.concurrency), chaos: \(options.chaos), http2: \(options.http2), cache: \(options.cache)")
-print("decile  requests  req/s    RSS MB")
+print("decile  requests  req/s    RSS MB  CPU µs/req")
 fflush(nil)
 await withTaskGroup(of: Void.self) { group in
     var next = 0
@@ -156,11 +166,14 @@ await withTaskGroup(of: Void.self) { group in
         if done - lastCount >= tenth {
             let now = ContinuousClock.now
             let seconds = Double((now - lastMark).components.attoseconds) / 1e18 + Double((now - lastMark).components.seconds)
-            print(String(format: "%6d  %8d  %7.0f  %7.1f", done / tenth, done, Double(done - lastCount) / seconds, residentMegabytes()))
+            let cpu = processorSeconds()
+            print(String(format: "%6d  %8d  %7.0f  %7.1f  %10.1f", done / tenth, done, Double(done - lastCount) / seconds,
+                         residentMegabytes(), (cpu - lastCPU) * 1e6 / Double(done - lastCount)))
             // Shown as it comes, even into a pipe.
             fflush(nil)
             lastMark = now
             lastCount = done
+            lastCPU = cpu
         }
         if next < options.requests {
             let index = next
@@ -175,7 +188,8 @@ let finalCount = ledger.completed.load(ordering: .relaxed)
 if finalCount > lastCount {
     let elapsed = ContinuousClock.now - lastMark
     let seconds = Double(elapsed.components.attoseconds) / 1e18 + Double(elapsed.components.seconds)
-    print(String(format: "%6d  %8d  %7.0f  %7.1f", lastCount / tenth + 1, finalCount, Double(finalCount - lastCount) / seconds, residentMegabytes()))
+    print(String(format: "%6d  %8d  %7.0f  %7.1f  %10.1f", lastCount / tenth + 1, finalCount, Double(finalCount - lastCount) / seconds,
+                 residentMegabytes(), (processorSeconds() - lastCPU) * 1e6 / Double(finalCount - lastCount)))
 }
 session.finishTasksAndInvalidate()
 try? await Task.sleep(for: .milliseconds(500))
