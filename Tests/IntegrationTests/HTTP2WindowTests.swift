@@ -86,9 +86,11 @@ struct HTTP2WindowTests {
         // SETTINGS' sample of about 100 ms; the connection sent a PING instead, whose sample is
         // the relay's own latency. (How often the window then grows depends on the bursts the
         // relay hands over, which its round trip of a millisecond or two cannot tell from
-        // a window-bound stream.)
+        // a window-bound stream.) What the server sent in its first 30 ms came at least 100 ms
+        // late, so a sample under 100 ms is the PING's, however slow a loaded machine makes the
+        // relay (a bound of 20 ms failed once, at 20.3 ms, in a whole suite on 2 cores).
         let confirmed = result.roundTripConfirmed
         #expect(confirmed)
-        #expect((result.roundTrip ?? .max) < 20_000_000)
+        #expect((result.roundTrip ?? .max) < 100_000_000, "the PING's sample, not one the start's delay made")
     }
 }
