@@ -151,6 +151,24 @@ let tenth = max(options.requests / 10, 1)
 var lastMark = start
 var lastCount = 0
 var lastCPU = processorSeconds()
+
+/// Prints tenth `number`, which ended with `count` requests completed, from the marks the tenth
+/// before it left, and leaves its own.
+@MainActor func reportTenth(_ number: Int, _ count: Int) {
+    let now = ContinuousClock.now
+    let elapsed = now - lastMark
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    let cpu = processorSeconds()
+    let requests = Double(count - lastCount)
+    print(String(format: "%6d  %8d  %7.0f  %7.1f  %10.1f", number, count, requests / seconds, residentMegabytes(),
+                 (cpu - lastCPU) * 1e6 / requests))
+    // Shown as it comes, even into a pipe.
+    fflush(nil)
+    lastMark = now
+    lastCount = count
+    lastCPU = cpu
+}
+
 print("requests: \(options.requests), in flight: \(options.concurrency), chaos: \(options.chaos), http2: \(options.http2), cache: \(options.cache)")
 print("decile  requests  req/s    RSS MB  CPU µs/req")
 fflush(nil)
@@ -163,18 +181,7 @@ await withTaskGroup(of: Void.self) { group in
     }
     while await group.next() != nil {
         let done = ledger.completed.load(ordering: .relaxed)
-        if done - lastCount >= tenth {
-            let now = ContinuousClock.now
-            let seconds = Double((now - lastMark).components.attoseconds) / 1e18 + Double((now - lastMark).components.seconds)
-            let cpu = processorSeconds()
-            print(String(format: "%6d  %8d  %7.0f  %7.1f  %10.1f", done / tenth, done, Double(done - lastCount) / seconds,
-                         residentMegabytes(), (cpu - lastCPU) * 1e6 / Double(done - lastCount)))
-            // Shown as it comes, even into a pipe.
-            fflush(nil)
-            lastMark = now
-            lastCount = done
-            lastCPU = cpu
-        }
+        if done - lastCount >= tenth { reportTenth(done / tenth, done) }
         if next < options.requests {
             let index = next
             group.addTask { await load(index) }
@@ -185,12 +192,7 @@ await withTaskGroup(of: Void.self) { group in
 // The last tenth: its mark drifts by the few requests that complete between two checks, so the
 // loop's test can miss it.
 let finalCount = ledger.completed.load(ordering: .relaxed)
-if finalCount > lastCount {
-    let elapsed = ContinuousClock.now - lastMark
-    let seconds = Double(elapsed.components.attoseconds) / 1e18 + Double(elapsed.components.seconds)
-    print(String(format: "%6d  %8d  %7.0f  %7.1f  %10.1f", lastCount / tenth + 1, finalCount, Double(finalCount - lastCount) / seconds,
-                 residentMegabytes(), (processorSeconds() - lastCPU) * 1e6 / Double(finalCount - lastCount)))
-}
+if finalCount > lastCount { reportTenth(lastCount / tenth + 1, finalCount) }
 session.finishTasksAndInvalidate()
 try? await Task.sleep(for: .milliseconds(500))
 let (lost, doubled) = ledger.anomalies
