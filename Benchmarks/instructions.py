@@ -128,6 +128,8 @@ def measure(paths, kind, client, url, count, env, tls):
         command = [os.path.join(paths["bin"], "hop-floor"), name.split()[1], url, str(count)]
     elif name.startswith("transport-floor"):
         command = [bench_binary(paths, kind, "transport-floor"), name.split()[1], url, str(count)]
+    elif name == "Courier-lto":
+        command = [bench_binary(paths, kind, directory="lto-bin"), workload, url, str(count)] + ([str(concurrency)] if workload == "w2" else [])
     else:
         command = [bench_binary(paths, kind), workload, url, str(count)] + ([str(concurrency)] if workload in ("w2", "w2t") else [])
     process = subprocess.run(["taskset", "-c", "1"] + wrap(kind, command), capture_output=True, text=True, env=full_env)
@@ -155,14 +157,14 @@ def difference(paths, kind, client, url, counts, env, tls):
     return tuple(max((after - before) / extra, 0.0) for before, after in zip(first, second))
 
 
-def bench_binary(paths, kind, name="courier-bench"):
-    """courier-bench (or parser-bench); for callgrind a copy without its DWARF, which this
-    valgrind fails to read ("request for range … exceeds valid image size") and which counting
-    does not need."""
-    binary = os.path.join(paths["bin"], name)
+def bench_binary(paths, kind, name="courier-bench", directory="bin"):
+    """courier-bench (or parser-bench) of the build in paths[directory] (release, or with LTO);
+    for callgrind a copy without its DWARF, which this valgrind fails to read ("request for
+    range … exceeds valid image size") and which counting does not need."""
+    binary = os.path.join(paths[directory], name)
     if kind != "callgrind":
         return binary
-    stripped = os.path.join(paths["work"], f"{name}-stripped")
+    stripped = os.path.join(paths["work"], f"{name}-{directory}-stripped")
     if not os.path.exists(stripped) or os.path.getmtime(stripped) < os.path.getmtime(binary):
         subprocess.run(["objcopy", "--strip-debug", binary, stripped], check=True)
     return stripped
@@ -191,15 +193,15 @@ def run(paths, base, tls, rounds, wanted):
     size = SIZES[kind]
     loop = {"COURIER_BENCH_EXECUTOR": "loop"}
     plans = {
-        "W1 h1": (base["h1"] + "/100.bin", [("wrk", "w1", 1), ("Courier", "w1", 1), ("Courier-loop", "w1", 1), ("Go", "w1", 1), ("curl", "w1", 1),
-                                            ("hop-floor hop", "w1", 1), ("hop-floor loop", "w1", 1),
+        "W1 h1": (base["h1"] + "/100.bin", [("wrk", "w1", 1), ("Courier", "w1", 1), ("Courier-loop", "w1", 1), ("Courier-lto", "w1", 1), ("Go", "w1", 1),
+                                            ("curl", "w1", 1), ("hop-floor hop", "w1", 1), ("hop-floor loop", "w1", 1),
                                             ("transport-floor hop", "w1", 1), ("transport-floor loop", "w1", 1)]),
-        "W1 tls-h2": (base["tls-h2"] + "/100.bin", [("h2load", "w1", 1), ("Courier", "w1", 1), ("Courier-loop", "w1", 1), ("Go", "w1", 1), ("curl", "w1", 1),
-                                                    ("hop-floor hop", "w1", 1), ("hop-floor loop", "w1", 1),
+        "W1 tls-h2": (base["tls-h2"] + "/100.bin", [("h2load", "w1", 1), ("Courier", "w1", 1), ("Courier-loop", "w1", 1), ("Courier-lto", "w1", 1), ("Go", "w1", 1),
+                                                    ("curl", "w1", 1), ("hop-floor hop", "w1", 1), ("hop-floor loop", "w1", 1),
                                                     ("transport-floor hop", "w1", 1), ("transport-floor loop", "w1", 1)]),
-        "W2 h1": (base["h1"] + "/100.bin", [("wrk", "w2", 32), ("Courier", "w2", 32), ("Courier-loop", "w2", 32), ("Go", "w2", 32),
+        "W2 h1": (base["h1"] + "/100.bin", [("wrk", "w2", 32), ("Courier", "w2", 32), ("Courier-loop", "w2", 32), ("Courier-lto", "w2", 32), ("Go", "w2", 32),
                                             ("Courier, a task a request", "w2t", 32)]),
-        "W2 tls-h2": (base["tls-h2"] + "/100.bin", [("h2load", "w2", 32), ("Courier", "w2", 32), ("Courier-loop", "w2", 32), ("Go", "w2", 32),
+        "W2 tls-h2": (base["tls-h2"] + "/100.bin", [("h2load", "w2", 32), ("Courier", "w2", 32), ("Courier-loop", "w2", 32), ("Courier-lto", "w2", 32), ("Go", "w2", 32),
                                                     ("Courier, a task a request", "w2t", 32)]),
     }
     kernel = kernel_counter()

@@ -11,9 +11,9 @@ against another), with run.py's set-up: nginx on CPU 0, each client on CPU 1.
     python3 rounds.py [--rounds N] [--variant h1|tls-h1|tls-h2] [--markdown FILE] CLIENT...
 
 CLIENT: wrk, h2load, hop-floor-direct, hop-floor-hop, hop-floor-loop, transport-floor-hop,
-transport-floor-loop, Courier, Courier-loop, or
+transport-floor-loop, Courier, Courier-loop, Courier-lto, or
 BINARY=PATH for another courier-bench build (run as Courier). The binaries are those run.sh
-builds (.build/release); run it once first.
+builds (.build/release, .build-lto/release); run it once first.
 """
 import argparse
 import os
@@ -33,6 +33,8 @@ def swift_client(client):
     if client in ("Courier", "Courier-loop"):
         extra = {"COURIER_BENCH_EXECUTOR": "loop"} if client == "Courier-loop" else {}
         return os.path.join(run.BIN, "courier-bench"), "w1", extra
+    if client == "Courier-lto":
+        return os.path.join(run.LTO_BIN, "courier-bench"), "w1", {}
     if "=" in client:
         return client.split("=", 1)[1], "w1", {}
     return None

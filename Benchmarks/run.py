@@ -25,6 +25,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.path.join(HERE, ".build", "release")
 # courier-bench again, linked with --static-swift-stdlib (run.sh builds it): W3's Courier-static.
 STATIC_BIN = os.path.join(HERE, ".build-static", "release")
+# courier-bench again, built with --experimental-lto-mode=full (run.sh builds it): W1's and W2's
+# Courier-lto.
+LTO_BIN = os.path.join(HERE, ".build-lto", "release")
 WORK = os.path.join(HERE, ".build", "bench-work")
 RESULTS = os.path.join(HERE, "results")
 PORTS = {"h1": 18080, "tls-h1": 18443, "tls-h2": 18444, "tls-close": 18445}
@@ -400,6 +403,7 @@ def main():
     # (URLSession.courierTaskExecutor), where requests start and resume without a thread hop.
     loop = {"COURIER_BENCH_EXECUTOR": "loop"}
     preload = {"LD_PRELOAD": os.path.join(BIN, "libMallocCounter.so")}
+    lto = os.path.join(LTO_BIN, "courier-bench")
     wrk_seconds = max(2, W1_REQUESTS // 8000)
     wanted = set(filter(None, options.clients.split(",")))
     current_round = [0]
@@ -446,6 +450,7 @@ def main():
                         rec(key, "wrk", runner.wrk, url, 1, wrk_seconds)
                     rec(key, "Courier", runner.swift_client, "courier-bench", "w1", url, W1_REQUESTS, env=tls)
                     rec(key, "Courier-loop", runner.swift_client, "courier-bench", "w1", url, W1_REQUESTS, env=dict(tls, **loop))
+                    rec(key, "Courier-lto", runner.swift_client, "courier-bench", "w1", url, W1_REQUESTS, env=tls, binary_path=lto)
                     rec(key, "courier-load", runner.courier_load, url, W1_REQUESTS, 1, 1)
                     rec(key, "Go", runner.go_client, "w1", url, W1_REQUESTS, env=tls)
                     rec(key, "AsyncHTTPClient", runner.swift_client, "ahc-bench", "w1", url, W1_REQUESTS, env=tls)
@@ -469,6 +474,7 @@ def main():
                 rec("W2 h1", "wrk", runner.wrk, url, 32, wrk_seconds)
                 rec("W2 h1", "Courier", runner.swift_client, "courier-bench", "w2", url, W2_REQUESTS, 32)
                 rec("W2 h1", "Courier-loop", runner.swift_client, "courier-bench", "w2", url, W2_REQUESTS, 32, env=loop)
+                rec("W2 h1", "Courier-lto", runner.swift_client, "courier-bench", "w2", url, W2_REQUESTS, 32, binary_path=lto)
                 # W2's shape until 2026-12-07: a child task a request, which the harness pays for.
                 rec("W2 h1", "Courier, a task a request", runner.swift_client, "courier-bench", "w2t", url, W2_REQUESTS, 32)
                 rec("W2 h1", "courier-load", runner.courier_load, url, W2_REQUESTS, 32, 1)
@@ -478,6 +484,7 @@ def main():
                 rec("W2 tls-h2", "h2load", runner.h2load, url, W2_REQUESTS, 32)
                 rec("W2 tls-h2", "Courier", runner.swift_client, "courier-bench", "w2", url, W2_REQUESTS, 32, env=tls)
                 rec("W2 tls-h2", "Courier-loop", runner.swift_client, "courier-bench", "w2", url, W2_REQUESTS, 32, env=dict(tls, **loop))
+                rec("W2 tls-h2", "Courier-lto", runner.swift_client, "courier-bench", "w2", url, W2_REQUESTS, 32, env=tls, binary_path=lto)
                 rec("W2 tls-h2", "Courier, a task a request", runner.swift_client, "courier-bench", "w2t", url, W2_REQUESTS, 32, env=tls)
                 rec("W2 tls-h2", "courier-load", runner.courier_load, url, W2_REQUESTS, 1, 32)
                 rec("W2 tls-h2", "Go", runner.go_client, "w2", url, W2_REQUESTS, 32, env=tls)
@@ -560,7 +567,7 @@ def count_instructions(pki, options):
     import instructions
     base = {name: f"http{'s' if name != 'h1' else ''}://127.0.0.1:{port}" for name, port in PORTS.items()}
     tls = {"SSL_CERT_FILE": f"{pki}/bundle.pem", "BENCH_CA_FILE": f"{pki}/ca.pem"}
-    paths = {"here": HERE, "bin": BIN, "work": WORK, "pki": pki}
+    paths = {"here": HERE, "bin": BIN, "lto-bin": LTO_BIN, "work": WORK, "pki": pki}
     wanted = set(filter(None, options.clients.split(",")))
     began = time.monotonic()
     kind, size, table = instructions.run(paths, base, tls, options.rounds, wanted)
@@ -686,7 +693,9 @@ def markdown(document):
               "against the websockets package's own client. × reference: against wrk (h1), h2load (h2), websockets (WS) or curl "
               "(W3, W4, U1, W3R). courier-load is Courier's load "
               "generator on the transport; Courier is the public URLSession API; Courier-static (W3) is the same "
-              "courier-bench linked with --static-swift-stdlib (the Swift runtime and Foundation in the executable). "
+              "courier-bench linked with --static-swift-stdlib (the Swift runtime and Foundation in the executable); "
+              "Courier-lto (W1, W2) is the same courier-bench built with --experimental-lto-mode=full (link-time "
+              "optimisation across Courier's modules and its C shims). "
               "hop-floor (W1) is the least a client can do in three shapes (over TLS h2 through nghttp2, one stream at a time, as h2load): direct (one thread, as wrk), hop (each "
               "request an await in a task on the global executor, resumed by a thread that reads the socket, as "
               "URLSession's data(for:)) and loop (the same await, the task preferring that thread as its executor, "

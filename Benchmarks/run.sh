@@ -25,10 +25,13 @@ mkdir -p Sources/FoundationBench
 sed 's/^import Courier$/import FoundationNetworking/' Sources/CourierBench/main.swift > Sources/FoundationBench/main.swift
 # SwiftPM can miss a source file added to the path dependency and keep an old build plan (the
 # clients then measure stale code); planning afresh costs a second.
-rm -f .build/release/description.json .build-static/release/description.json
+rm -f .build/release/description.json .build-static/release/description.json .build-lto/release/description.json
 swift build -c release
 # W3's Courier-static: courier-bench with the Swift runtime and Foundation linked statically.
 swift build -c release --product courier-bench --static-swift-stdlib --scratch-path .build-static
+# W1's and W2's Courier-lto: courier-bench with link-time optimisation across every module (the
+# Swift ones and the C shims), as an application can build itself.
+swift build -c release --product courier-bench --experimental-lto-mode=full --scratch-path .build-lto
 # courier-load is a product of the main package.
 (cd .. && swift build -c release --product courier-load)
 mkdir -p bin

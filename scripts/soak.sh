@@ -6,6 +6,8 @@
 #   scripts/soak.sh                      # the full soak (about ten minutes on 2 cores)
 #   scripts/soak.sh --requests 10000     # a short one
 #   scripts/soak.sh --debug --requests 10000   # on the debug build
+#   scripts/soak.sh --lto --requests 100000     # on a release build with full LTO (.build-lto),
+#                                        # the build the benchmarks' Courier-lto rows measure
 #   scripts/soak.sh --sanitized address --requests 10000   # the test command's: on its
 #                                        # AddressSanitizer build (scripts/lib/sanitized-build.sh)
 #
@@ -27,11 +29,13 @@ cleanup() {
   rmdir "$PWD/.test-run" 2>/dev/null || true
 }
 trap cleanup EXIT
-# --debug: the debug build; --sanitized address|thread: that sanitizer's build, which the test
+# --debug: the debug build; --lto: release with link-time optimisation across every module, in a
+# build directory of its own; --sanitized address|thread: that sanitizer's build, which the test
 # command already made (a short soak there); else release.
 build_args=(-c release)
 case "${1:-}" in
   --debug) build_args=(-c debug); shift ;;
+  --lto) build_args=(-c release --experimental-lto-mode=full --scratch-path .build-lto); shift ;;
   --sanitized)
     . scripts/lib/sanitized-build.sh
     sanitized_build_args "${2:?--sanitized needs address or thread}"
