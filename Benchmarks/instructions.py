@@ -128,10 +128,10 @@ def measure(paths, kind, client, url, count, env, tls):
         command = [os.path.join(paths["bin"], "hop-floor"), name.split()[1], url, str(count)]
     elif name.startswith("transport-floor"):
         command = [bench_binary(paths, kind, "transport-floor"), name.split()[1], url, str(count)]
-    elif name == "Courier-lto":
-        command = [bench_binary(paths, kind, directory="lto-bin"), workload, url, str(count)] + ([str(concurrency)] if workload == "w2" else [])
     else:
-        command = [bench_binary(paths, kind), workload, url, str(count)] + ([str(concurrency)] if workload in ("w2", "w2t") else [])
+        # courier-bench, for every Courier row; Courier-lto's is the LTO build's.
+        build = "lto-bin" if name == "Courier-lto" else "bin"
+        command = [bench_binary(paths, kind, directory=build), workload, url, str(count)] + ([str(concurrency)] if workload in ("w2", "w2t") else [])
     process = subprocess.run(["taskset", "-c", "1"] + wrap(kind, command), capture_output=True, text=True, env=full_env)
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} exited {process.returncode}: {process.stderr.strip()[-400:]}")
