@@ -35,14 +35,6 @@ static inline long courier_SSL_CTX_set_session_cache_mode(SSL_CTX *ctx, long mod
     return SSL_CTX_set_session_cache_mode(ctx, mode);
 }
 
-static inline long courier_BIO_set_mem_eof_return(BIO *bio, int value) {
-    return BIO_set_mem_eof_return(bio, value);
-}
-
-static inline size_t courier_BIO_pending(BIO *bio) {
-    return BIO_ctrl_pending(bio);
-}
-
 static inline uint64_t courier_SSL_OP_NO_RENEGOTIATION(void) { return SSL_OP_NO_RENEGOTIATION; }
 static inline uint64_t courier_SSL_OP_NO_COMPRESSION(void) { return SSL_OP_NO_COMPRESSION; }
 
@@ -185,6 +177,101 @@ static inline void *courier_input_space(BIO *bio, size_t minimum, size_t *length
 /* The network connection ended: reads past the bytes now report the end. */
 static inline void courier_input_end(BIO *bio) {
     ((courier_input_state *)BIO_get_data(bio))->ended = 1;
+}
+
+/* The state of an input BIO, for the engine to see what it holds without a call into OpenSSL. */
+static inline const courier_input_state *courier_input_state_of(BIO *bio) {
+    return (const courier_input_state *)BIO_get_data(bio);
+}
+
+/* The engine's output BIO: the ciphertext OpenSSL writes, kept in a plain growing buffer until
+ * the transport takes it where it lies (courier_output_consume). Through a memory BIO each
+ * record took a write into its buffer, a read back out of it, and a control call into
+ * OpenSSL for every question of what was pending; here the engine reads the length from the
+ * state. Used from the engine's thread only. */
+typedef struct {
+    unsigned char *bytes;
+    size_t length;   /* bytes waiting to be sent, from the start of `bytes` */
+    size_t capacity;
+} courier_output_state;
+
+static inline int courier_output_create(BIO *bio) {
+    courier_output_state *state = (courier_output_state *)calloc(1, sizeof(courier_output_state));
+    if (state == NULL) return 0;
+    BIO_set_data(bio, state);
+    BIO_set_init(bio, 1);
+    return 1;
+}
+
+static inline int courier_output_destroy(BIO *bio) {
+    courier_output_state *state = (courier_output_state *)BIO_get_data(bio);
+    if (state != NULL) {
+        free(state->bytes);
+        free(state);
+    }
+    BIO_set_data(bio, NULL);
+    return 1;
+}
+
+/* Appends what OpenSSL wrote; -1 (nothing kept) when memory ran out, which fails the write. The
+ * buffer doubles from 4 KiB: a connection that only sends small requests keeps a small one. */
+static inline int courier_output_write(BIO *bio, const char *bytes, int length) {
+    courier_output_state *state = (courier_output_state *)BIO_get_data(bio);
+    BIO_clear_retry_flags(bio);
+    if (length <= 0) return 0;
+    size_t count = (size_t)length;
+    if (state->capacity - state->length < count) {
+        size_t wanted = state->length + count;
+        size_t capacity = state->capacity > 0 ? state->capacity : 4096;
+        while (capacity < wanted) capacity *= 2;
+        unsigned char *grown = (unsigned char *)realloc(state->bytes, capacity);
+        if (grown == NULL) return -1;
+        state->bytes = grown;
+        state->capacity = capacity;
+    }
+    memcpy(state->bytes + state->length, bytes, count);
+    state->length += count;
+    return length;
+}
+
+static inline long courier_output_ctrl(BIO *bio, int command, long number, void *pointer) {
+    (void)number;
+    (void)pointer;
+    courier_output_state *state = (courier_output_state *)BIO_get_data(bio);
+    switch (command) {
+    case BIO_CTRL_PENDING:
+    case BIO_CTRL_WPENDING: return (long)state->length;
+    case BIO_CTRL_FLUSH: return 1;
+    default: return 0;
+    }
+}
+
+/* A new method for output BIOs; NULL when OpenSSL could not make one. Made once, by the
+ * engine (a Swift global). */
+static inline BIO_METHOD *courier_output_new_method(void) {
+    BIO_METHOD *method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "courier output");
+    if (method == NULL) return NULL;
+    BIO_meth_set_create(method, courier_output_create);
+    BIO_meth_set_destroy(method, courier_output_destroy);
+    BIO_meth_set_write(method, courier_output_write);
+    BIO_meth_set_ctrl(method, courier_output_ctrl);
+    return method;
+}
+
+/* The state of an output BIO: the engine reads the waiting bytes from it. */
+static inline courier_output_state *courier_output_state_of(BIO *bio) {
+    return (courier_output_state *)BIO_get_data(bio);
+}
+
+/* Forgets the first `count` waiting bytes (sent, or copied out); any after them move to the
+ * front. */
+static inline void courier_output_consume(courier_output_state *state, size_t count) {
+    if (count >= state->length) {
+        state->length = 0;
+        return;
+    }
+    memmove(state->bytes, state->bytes + count, state->length - count);
+    state->length -= count;
 }
 
 #endif

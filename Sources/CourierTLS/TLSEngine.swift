@@ -17,11 +17,13 @@ public final class TLSSession: @unchecked Sendable {
     }
 }
 
-/// The method of every engine's input BIO (see `courier_input_*` in the OpenSSL shim), made
-/// on first use (thread-safely, as every Swift global). OpenSSL only reads it.
+/// The methods of every engine's input and output BIOs (see `courier_input_*` and
+/// `courier_output_*` in the OpenSSL shim), made on first use (thread-safely, as every Swift
+/// global). OpenSSL only reads them.
 nonisolated(unsafe) private let inputMethod: OpaquePointer? = courier_input_new_method()
+nonisolated(unsafe) private let outputMethod: OpaquePointer? = courier_output_new_method()
 
-/// One TLS connection as a sans-IO engine over OpenSSL memory BIOs: ciphertext from the network
+/// One TLS connection as a sans-IO engine over in-memory BIOs: ciphertext from the network
 /// is fed in, plaintext is read out; plaintext is written in, ciphertext is drained out for the
 /// network. It never touches a file descriptor and never reads the clock: the verification
 /// time is an argument.
@@ -75,6 +77,10 @@ public final class TLSEngine {
     let ssl: OpaquePointer
     private let readBIO: OpaquePointer
     private let writeBIO: OpaquePointer
+    /// The two BIOs' own state, read here without a call into OpenSSL (they live as long as
+    /// the `SSL`, which owns the BIOs).
+    private let input: UnsafePointer<courier_input_state>
+    private let output: UnsafeMutablePointer<courier_output_state>
     private let context: TLSContext
     public let role: Role
     /// The name or address the server's certificate is checked against (client role), and the
@@ -90,9 +96,10 @@ public final class TLSEngine {
     /// resumes an earlier session with the same server; `applicationProtocols`, when given,
     /// replaces the context's ALPN list for this connection (a client that needs HTTP/1.1).
     public init(context: TLSContext, role: Role, verificationTime: Int64, session: TLSSession? = nil, applicationProtocols: [String]? = nil) throws(TLSError) {
-        // The input BIO is Courier's own (courier_input_*): OpenSSL's memory BIO would zero
-        // the space for every byte received before copying it in. An empty input means "wait
-        // for more", not end of stream, until feedEndOfInput().
+        // The BIOs are Courier's own (courier_input_*, courier_output_*): OpenSSL's memory BIO
+        // would zero the space for every byte received before copying it in, and would cost
+        // each record sent a copy out and control calls. An empty input means "wait for more",
+        // not end of stream, until feedEndOfInput().
         guard let ssl = SSL_new(context.context) else {
             throw .invalidConfiguration("cannot create a TLS connection: \(OpenSSLErrors.drain().text)")
         }
@@ -101,7 +108,7 @@ public final class TLSEngine {
             SSL_free(ssl)
             throw .invalidConfiguration("cannot create a TLS connection's input buffer: \(text)")
         }
-        guard let writeBIO = BIO_new(BIO_s_mem()) else {
+        guard let outputMethod, let writeBIO = BIO_new(outputMethod) else {
             let text = OpenSSLErrors.drain().text
             BIO_free(readBIO)
             SSL_free(ssl)
@@ -111,6 +118,9 @@ public final class TLSEngine {
         self.ssl = ssl
         self.readBIO = readBIO
         self.writeBIO = writeBIO
+        // Both BIOs' create callbacks set their state, or BIO_new failed above.
+        self.input = courier_input_state_of(readBIO)
+        self.output = courier_output_state_of(writeBIO)
         self.context = context
         self.role = role
         self.verificationTime = verificationTime
@@ -182,17 +192,23 @@ public final class TLSEngine {
     }
 
     /// True when ciphertext waits to be sent.
-    public var hasOutput: Bool { courier_BIO_pending(writeBIO) > 0 }
+    public var hasOutput: Bool { output.pointee.length > 0 }
 
     /// Moves the ciphertext waiting to be sent into `buffer`.
     public func drainOutput(into buffer: inout ByteBuffer) {
-        while true {
-            let pending = courier_BIO_pending(writeBIO)
-            guard pending > 0 else { return }
-            buffer.withWritableBytes(minimumCount: pending) { space in
-                Int(max(0, BIO_read(writeBIO, space.baseAddress, Int32(min(space.count, Int(Int32.max))))))
-            }
-        }
+        takeOutput { buffer.write($0) }
+    }
+
+    /// Hands the ciphertext waiting to be sent to `send`, where it lies, then forgets it:
+    /// `send` must copy what it does not send at once, and the bytes are valid until it writes
+    /// to the engine again (what it writes waits for the next call). Nothing is called when
+    /// none waits.
+    public func takeOutput<E: Error>(_ send: (UnsafeRawBufferPointer) throws(E) -> Void) throws(E) {
+        let count = output.pointee.length
+        guard count > 0 else { return }
+        // Only what was handed over is forgotten, even when `send` throws: it was handed over.
+        defer { courier_output_consume(output, count) }
+        try send(UnsafeRawBufferPointer(start: output.pointee.bytes, count: count))
     }
 
     // MARK: Handshake
@@ -331,7 +347,7 @@ public final class TLSEngine {
     /// True when anything received waits inside the engine: decrypted bytes or records
     /// taken into OpenSSL's buffers (SSL_has_pending), or bytes fed but not yet taken. False
     /// means a read can only answer that it needs more input.
-    public var hasBufferedInput: Bool { SSL_has_pending(ssl) == 1 || courier_BIO_pending(readBIO) > 0 }
+    public var hasBufferedInput: Bool { input.pointee.end > input.pointee.start || SSL_has_pending(ssl) == 1 }
 
     /// Queues close_notify.
     public func close() {

@@ -27,7 +27,6 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
     @exclusivity(unchecked) private var phase = Phase.handshaking
     @exclusivity(unchecked) private var completion: HandshakeCompletion?
     @exclusivity(unchecked) private var handshakeTimer: TimerID?
-    @exclusivity(unchecked) private var outgoing = ByteBuffer()
     @exclusivity(unchecked) private var readingPaused = false
     /// The end of the plaintext or a failure, found by ``readPlaintext()`` behind bytes whose
     /// reader then paused: dealt with when it reads again.
@@ -353,11 +352,11 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
         sessionCache.store(session, for: Self.sessionKey(origin))
     }
 
+    /// Sends the ciphertext the engine holds from where it lies: the channel keeps what the
+    /// socket does not take at once.
     private func flushOutgoing() {
         guard engine.hasOutput, channel.isOpen else { return }
-        outgoing.clear()
-        engine.drainOutput(into: &outgoing)
-        outgoing.withReadableBytes { channel.write($0) }
+        engine.takeOutput { channel.write($0) }
     }
 
     private func fail(_ error: TransportError) {

@@ -92,6 +92,38 @@ struct TLSEngineTests {
         #expect(pair.client.receiveSpace(minimum: 0) == nil, "no room is asked for")
     }
 
+    @Test("ciphertext is handed over where it lies and only once; what the engine writes while it is handed over waits, in order, for the next time")
+    func takeOutput() throws {
+        let pair = try TestTLS.pair(server: TestTLS.serverContext(), client: TestTLS.clientContext())
+        _ = pair.handshake()
+        #expect(!pair.client.hasOutput)
+        var calls = 0
+        pair.client.takeOutput { _ in calls += 1 }
+        #expect(calls == 0, "nothing waits, so nothing is handed over")
+        // Larger than the output's first buffer (4 KiB), so it grows; then a second write made
+        // from inside the hand-over, after its bytes were copied, as a sender that writes again
+        // when the socket takes everything would.
+        let first = deterministicBytes(count: 50_000, seed: 11)
+        let second = Array("and after it".utf8)
+        try first.withUnsafeBytes { try pair.client.write($0) }
+        var sent: [UInt8] = []
+        try pair.client.takeOutput { bytes in
+            calls += 1
+            sent += bytes
+            try second.withUnsafeBytes { try pair.client.write($0) }
+        }
+        #expect(calls == 1)
+        #expect(pair.client.hasOutput, "the record written during the hand-over waits")
+        pair.client.takeOutput { bytes in
+            calls += 1
+            sent += bytes
+        }
+        #expect(calls == 2)
+        #expect(!pair.client.hasOutput)
+        sent.withUnsafeBytes { pair.server.feed($0) }
+        #expect(TLSPair.readAll(pair.server).bytes == first + second)
+    }
+
     @Test("an end of input without close_notify is an unclean close")
     func truncation() throws {
         let pair = try TestTLS.pair(server: TestTLS.serverContext(), client: TestTLS.clientContext())
