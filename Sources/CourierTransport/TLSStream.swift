@@ -27,6 +27,8 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
     @exclusivity(unchecked) private var phase = Phase.handshaking
     @exclusivity(unchecked) private var completion: HandshakeCompletion?
     @exclusivity(unchecked) private var handshakeTimer: TimerID?
+    /// Small parts of one write of several, gathered into a record.
+    @exclusivity(unchecked) private var gathered = ByteBuffer()
     @exclusivity(unchecked) private var readingPaused = false
     /// The end of the plaintext or a failure, found by ``readPlaintext()`` behind bytes whose
     /// reader then paused: dealt with when it reads again.
@@ -179,11 +181,43 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
 
     // MARK: TransportStream
 
+    /// Each `SSL_write` ends at least one record, and a record costs OpenSSL several thousand
+    /// instructions and the wire 22 bytes whatever it holds. The parts are therefore gathered
+    /// into records as full as they can be: a request head with its small body, or a chunk's
+    /// size line, data and CRLF, go out as one record, not one each. Whole records' worth of a
+    /// long part is encrypted from where it lies; at most a record's worth a part is copied.
     func write(_ parts: [UnsafeRawBufferPointer]) {
         encrypt { () throws(TLSError) in
-            for part in parts where part.count > 0 { try engine.write(part) }
+            let record = Self.maxRecordPlaintext
+            gathered.clear()
+            for part in parts {
+                var rest = part
+                while !rest.isEmpty {
+                    if gathered.isEmpty && rest.count >= record {
+                        let whole = rest.count - rest.count % record
+                        try engine.write(UnsafeRawBufferPointer(rebasing: rest[..<whole]))
+                        rest = UnsafeRawBufferPointer(rebasing: rest[whole...])
+                        continue
+                    }
+                    let taken = min(rest.count, record - gathered.readableBytes)
+                    gathered.write(UnsafeRawBufferPointer(rebasing: rest[..<taken]))
+                    rest = UnsafeRawBufferPointer(rebasing: rest[taken...])
+                    if gathered.readableBytes == record {
+                        try gathered.withReadableBytes { bytes throws(TLSError) in try engine.write(bytes) }
+                        gathered.clear()
+                    }
+                }
+            }
+            if !gathered.isEmpty {
+                try gathered.withReadableBytes { bytes throws(TLSError) in try engine.write(bytes) }
+                gathered.clear()
+            }
         }
     }
+
+    /// The most plaintext OpenSSL puts in one record (TLS's limit, 2^14 bytes, which Courier
+    /// does not lower).
+    static var maxRecordPlaintext: Int { 16 * 1024 }
 
     func write(_ bytes: UnsafeRawBufferPointer) {
         encrypt { () throws(TLSError) in

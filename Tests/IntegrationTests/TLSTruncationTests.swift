@@ -23,45 +23,17 @@ struct TLSTruncationTests {
         _ connection: ScriptedConnection, response: String, records: [String] = [], delay: TimeInterval = 0,
         garbage: [UInt8] = [], closeNotify: Bool, together: Bool = false
     ) throws {
-        let pki = try TestCertificates.make()
-        let identity = try TLSIdentity.pem(certificateChain: pki.bytes("server.pem"), privateKey: pki.bytes("server.key"))
-        let context = try TLSContext(role: .server(identity: identity), configuration: TLSContext.Configuration())
-        let engine = try TLSEngine(context: context, role: .server, verificationTime: Int64(Date().timeIntervalSince1970))
-        func flush(then garbage: [UInt8] = []) {
-            var out = ByteBuffer()
-            engine.drainOutput(into: &out)
-            connection.write(out.readableBytesArray() + garbage)
-        }
-        while true {
-            let status = engine.handshake()
-            flush()
-            if status == .established { break }
-            if case .failed = status { return }
-            let input = connection.readAvailable(timeout: 5)
-            if input.isEmpty { return }
-            input.withUnsafeBytes { engine.feed($0) }
-        }
-        var request: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 16384)
-        while !request.containsSubsequence(Array("\r\n\r\n".utf8)) {
-            // The request may already be inside the engine, fed along with the handshake.
-            if case .bytes(let count) = buffer.withUnsafeMutableBytes({ engine.read(into: $0) }) {
-                request += buffer[..<count]
-                continue
-            }
-            let input = connection.readAvailable(timeout: 5)
-            if input.isEmpty { return }
-            input.withUnsafeBytes { engine.feed($0) }
-        }
+        let server = try TLSServerEnd(connection)
+        guard server.handshake(), server.readRequest() != nil else { return }
         if delay > 0 { Thread.sleep(forTimeInterval: delay) }
         for record in [response] + records {
-            try Array(record.utf8).withUnsafeBytes { try engine.write($0) }
+            try Array(record.utf8).withUnsafeBytes { try server.engine.write($0) }
         }
-        if closeNotify && together { engine.close() }
-        flush(then: garbage)
+        if closeNotify && together { server.engine.close() }
+        server.flush(then: garbage)
         if closeNotify && !together {
-            engine.close()
-            flush()
+            server.engine.close()
+            server.flush()
         }
     }
 
@@ -212,12 +184,5 @@ struct TLSTruncationTests {
         defer { session.finishTasksAndInvalidate() }
         let (data, _) = try await session.data(from: URL(string: "https://127.0.0.1:\(server.port)/")!)
         #expect(String(decoding: data, as: UTF8.self) == "body")
-    }
-}
-
-extension Array where Element == UInt8 {
-    func containsSubsequence(_ needle: [UInt8]) -> Bool {
-        guard count >= needle.count else { return false }
-        return (0...(count - needle.count)).contains { self[$0..<($0 + needle.count)].elementsEqual(needle) }
     }
 }
