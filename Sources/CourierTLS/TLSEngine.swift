@@ -76,9 +76,8 @@ public final class TLSEngine {
 
     let ssl: OpaquePointer
     private let readBIO: OpaquePointer
-    private let writeBIO: OpaquePointer
     /// The two BIOs' own state, read here without a call into OpenSSL (they live as long as
-    /// the `SSL`, which owns the BIOs).
+    /// the `SSL`, which owns the BIOs; the output BIO is reached only through its state).
     private let input: UnsafePointer<courier_input_state>
     private let output: UnsafeMutablePointer<courier_output_state>
     private let context: TLSContext
@@ -117,7 +116,6 @@ public final class TLSEngine {
         SSL_set_bio(ssl, readBIO, writeBIO)
         self.ssl = ssl
         self.readBIO = readBIO
-        self.writeBIO = writeBIO
         // Both BIOs' create callbacks set their state, or BIO_new failed above.
         self.input = courier_input_state_of(readBIO)
         self.output = courier_output_state_of(writeBIO)

@@ -189,6 +189,10 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
     func write(_ parts: [UnsafeRawBufferPointer]) {
         encrypt { () throws(TLSError) in
             let record = Self.maxRecordPlaintext
+            func sendGathered() throws(TLSError) {
+                try gathered.withReadableBytes { bytes throws(TLSError) in try engine.write(bytes) }
+                gathered.clear()
+            }
             gathered.clear()
             for part in parts {
                 var rest = part
@@ -202,16 +206,10 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
                     let taken = min(rest.count, record - gathered.readableBytes)
                     gathered.write(UnsafeRawBufferPointer(rebasing: rest[..<taken]))
                     rest = UnsafeRawBufferPointer(rebasing: rest[taken...])
-                    if gathered.readableBytes == record {
-                        try gathered.withReadableBytes { bytes throws(TLSError) in try engine.write(bytes) }
-                        gathered.clear()
-                    }
+                    if gathered.readableBytes == record { try sendGathered() }
                 }
             }
-            if !gathered.isEmpty {
-                try gathered.withReadableBytes { bytes throws(TLSError) in try engine.write(bytes) }
-                gathered.clear()
-            }
+            if !gathered.isEmpty { try sendGathered() }
         }
     }
 
@@ -386,10 +384,10 @@ final class TLSStream: TransportStream, StreamChannelDelegate {
         sessionCache.store(session, for: Self.sessionKey(origin))
     }
 
-    /// Sends the ciphertext the engine holds from where it lies: the channel keeps what the
-    /// socket does not take at once.
+    /// Sends the ciphertext the engine holds, if any, from where it lies: the channel keeps
+    /// what the socket does not take at once.
     private func flushOutgoing() {
-        guard engine.hasOutput, channel.isOpen else { return }
+        guard channel.isOpen else { return }
         engine.takeOutput { channel.write($0) }
     }
 
