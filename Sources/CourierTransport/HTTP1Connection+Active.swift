@@ -1,5 +1,6 @@
 import CourierCore
 import CourierReactor
+import Foundation
 
 /// The state of the exchange an HTTP/1.1 connection is carrying.
 extension HTTP1Connection {
@@ -59,6 +60,9 @@ extension HTTP1Connection {
     /// How far the request body has gone.
     enum BodyProgress {
         case complete
+        /// A body given as bytes, longer than what goes out with the head: the rest is written
+        /// from `sent` on as the channel has room (``HTTP1Connection/pumpBody()``).
+        case bytes(Data, sent: Int)
         /// Streaming from a producer; `reading` while a chunk is being fetched off the loop.
         case streaming(RequestBodyProducer, length: Int64?, reading: Bool)
     }

@@ -14,8 +14,13 @@ extension HTTP1Connection {
         exchange.delegate.exchange(exchange, didSendBodyBytes: active!.bodyBytesSent)
     }
 
-    /// Fetches the next chunk of a streamed body when the channel has room for it.
+    /// Writes more of a body given as bytes, or fetches the next chunk of a streamed one, when
+    /// the channel has room for it.
     func pumpBody() {
+        if let current = active, case .bytes(let data, let sent) = current.body {
+            writeBytes(data, from: sent)
+            return
+        }
         guard let current = active, case .streaming(let producer, let length, false) = current.body else { return }
         guard stream.pendingWriteBytes < Self.bodyHighWatermark else { return }
         active!.body = .streaming(producer, length: length, reading: true)
@@ -24,6 +29,27 @@ extension HTTP1Connection {
         producer.readChunk(maxLength: Self.bodyChunkSize, deliveringOn: loop) { outcome in
             bound.value.bodyChunkRead(outcome, for: exchange)
         }
+    }
+
+    /// Writes `data` from `offset` on while the channel holds less than its high-water mark,
+    /// a high-water mark's worth at a time; what the socket does not take waits in the channel,
+    /// and its draining brings the next call.
+    private func writeBytes(_ data: Data, from offset: Int) {
+        var sent = offset
+        while sent < data.count, !isClosed, active != nil, stream.pendingWriteBytes < Self.bodyHighWatermark {
+            let end = min(data.count, sent + Self.bodyHighWatermark)
+            data.withUnsafeBytes { body in stream.write(UnsafeRawBufferPointer(rebasing: body[sent..<end])) }
+            bodySent(Int64(end - sent))
+            sent = end
+        }
+        // The write may have failed the exchange, or a callback ended it.
+        guard !isClosed, let current = active, case .bytes = current.body else { return }
+        if sent < data.count {
+            current.body = .bytes(data, sent: sent)
+            return
+        }
+        current.body = .complete
+        if current.exchange.request.collectsTimings { current.metrics.requestEnd = .now }
     }
 
     private func bodyChunkRead(_ result: Result<Data, BodyStreamFailure>, for exchange: HTTPExchange) {

@@ -51,7 +51,8 @@ final class HTTP1Connection: TransportStreamDelegate {
 
     /// Stream-body chunk size read per blocking call.
     static let bodyChunkSize = 64 * 1024
-    /// Bytes queued in the channel above which body streaming waits for a drain.
+    /// Bytes queued in the channel above which a request body waits for a drain; also the most
+    /// of a body given as bytes written at once.
     static let bodyHighWatermark = 256 * 1024
 
     init(id: PoolConnectionID, stream: TransportStream, pool: PoolDriver, timings: ConnectTimings) {
@@ -102,8 +103,16 @@ final class HTTP1Connection: TransportStreamDelegate {
 
         let framing = request.framing
         var bodyProgress = BodyProgress.complete
-        if case .stream(let producer, let length) = request.body {
-            bodyProgress = .streaming(producer, length: length, reading: false)
+        // A body given as bytes goes out with the head up to the high-water mark; a longer one
+        // follows from where it lies as the channel drains, so that the channel never holds a
+        // copy of more than that much of it.
+        var bytesWithHead = 0
+        switch request.body {
+        case .empty: break
+        case .bytes(let data):
+            bytesWithHead = min(data.count, Self.bodyHighWatermark)
+            if bytesWithHead < data.count { bodyProgress = .bytes(data, sent: bytesWithHead) }
+        case .stream(let producer, let length): bodyProgress = .streaming(producer, length: length, reading: false)
         }
         sendBuffer.clear()
         // HTTPTransport.start validated the head before it reached the pool.
@@ -119,11 +128,11 @@ final class HTTP1Connection: TransportStreamDelegate {
         parser.expectResponse(to: request.head.method)
         armTimeout(request.idleTimeout, deadline: request.deadline)
 
-        if case .bytes(let data) = request.body, !data.isEmpty {
+        if bytesWithHead > 0, case .bytes(let data) = request.body {
             data.withUnsafeBytes { body in
-                sendBuffer.withReadableBytes { head in stream.write([head, body]) }
+                sendBuffer.withReadableBytes { head in stream.write([head, UnsafeRawBufferPointer(rebasing: body[..<bytesWithHead])]) }
             }
-            bodySent(Int64(data.count))
+            bodySent(Int64(bytesWithHead))
         } else {
             sendBuffer.withReadableBytes { stream.write($0) }
         }
