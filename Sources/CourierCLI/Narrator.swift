@@ -39,6 +39,10 @@ final class Narrator: Sendable {
         output.withLock { $0.write(Data(text.utf8)) }
     }
 
+    private func write(_ bytes: [UInt8]) {
+        output.withLock { $0.write(Data(bytes)) }
+    }
+
     /// A note: `* text` or `== Info: text`.
     func info(_ text: String) {
         write(style == .verbose ? "* \(text)\n" : "== Info: \(text)\n")
@@ -65,7 +69,7 @@ final class Narrator: Sendable {
         if style == .verbose {
             write(lines.map { "< \($0)\n" }.joined() + "<\n")
         } else {
-            write((lines + [""]).map { block("<= Recv header", Data(($0 + "\r\n").utf8)) }.joined())
+            write(Array((lines + [""]).map { block("<= Recv header", Data(($0 + "\r\n").utf8)) }.joined()))
         }
     }
 
@@ -75,30 +79,52 @@ final class Narrator: Sendable {
         write(block("<= Recv data", data))
     }
 
-    private func block(_ title: String, _ data: Data) -> String {
-        var text = "\(title), \(data.count) bytes (0x\(String(data.count, radix: 16)))\n"
-        let bytes = [UInt8](data)
-        let printable = { (byte: UInt8) -> Character in (0x20..<0x7f).contains(byte) ? Character(UnicodeScalar(byte)) : "." }
-        var offset = 0
-        while offset < bytes.count {
-            text += String(format: "%04x: ", offset)
-            if style == .traceHex {
-                let line = bytes[offset..<min(offset + 16, bytes.count)]
-                text += line.map { String(format: "%02x ", $0) }.joined()
-                text += String(repeating: "   ", count: 16 - line.count)
-                text += String(line.map(printable)) + "\n"
-                offset += line.count
-                continue
+    /// A block of bytes as the trace shows it, built as bytes: through a `String(format:)` a
+    /// byte, `--trace` took 13 seconds for an 8 MB body (curl 0.7).
+    private func block(_ title: String, _ data: Data) -> [UInt8] {
+        var text = Array("\(title), \(data.count) bytes (0x\(String(data.count, radix: 16)))\n".utf8)
+        let hexDigits: StaticString = "0123456789abcdef"
+        func appendHex(_ value: Int, digits minimum: Int) {
+            var digits = minimum
+            while digits < Int.bitWidth / 4 && value >> (4 * digits) != 0 { digits += 1 }
+            for shift in stride(from: digits - 1, through: 0, by: -1) {
+                text.append(hexDigits.utf8Start[(value >> (4 * shift)) & 0xF])
             }
-            // Text: up to 64 bytes a line, a CR LF ending the line early (and not shown).
-            var end = offset
-            while end < bytes.count && end - offset < 64 {
-                if bytes[end] == 0x0D && end + 1 < bytes.count && bytes[end + 1] == 0x0A { break }
-                end += 1
+        }
+        func appendPrintable(_ byte: UInt8) {
+            text.append((0x20..<0x7f).contains(byte) ? byte : UInt8(ascii: "."))
+        }
+        data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
+            text.reserveCapacity(text.count + bytes.count * (style == .traceHex ? 5 : 2) + 64)
+            var offset = 0
+            while offset < bytes.count {
+                // "%04x: ": at least four digits.
+                appendHex(offset, digits: 4)
+                text.append(UInt8(ascii: ":"))
+                text.append(UInt8(ascii: " "))
+                if style == .traceHex {
+                    let end = min(offset + 16, bytes.count)
+                    for byte in bytes[offset..<end] {
+                        appendHex(Int(byte), digits: 2)
+                        text.append(UInt8(ascii: " "))
+                    }
+                    text.append(contentsOf: repeatElement(UInt8(ascii: " "), count: 3 * (16 - (end - offset))))
+                    for byte in bytes[offset..<end] { appendPrintable(byte) }
+                    text.append(UInt8(ascii: "\n"))
+                    offset = end
+                    continue
+                }
+                // Text: up to 64 bytes a line, a CR LF ending the line early (and not shown).
+                var end = offset
+                while end < bytes.count && end - offset < 64 {
+                    if bytes[end] == 0x0D && end + 1 < bytes.count && bytes[end + 1] == 0x0A { break }
+                    end += 1
+                }
+                for byte in bytes[offset..<end] { appendPrintable(byte) }
+                text.append(UInt8(ascii: "\n"))
+                offset = end
+                if offset + 1 < bytes.count, bytes[offset] == 0x0D, bytes[offset + 1] == 0x0A { offset += 2 }
             }
-            text += String(bytes[offset..<end].map(printable)) + "\n"
-            offset = end
-            if offset + 1 < bytes.count, bytes[offset] == 0x0D, bytes[offset + 1] == 0x0A { offset += 2 }
         }
         return text
     }

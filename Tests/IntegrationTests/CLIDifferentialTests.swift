@@ -59,10 +59,15 @@ struct DifferentialCase: CustomTestStringConvertible, Sendable {
         DifferentialCase(name: "without -f a 500 is a success", arguments: ["{BASE}/status/500"]),
         DifferentialCase(name: "-d twice: joined with &, a form POST", arguments: ["-d", "a=1", "-d", "b=two", "{BASE}/echo"], output: .echo(fields: ["Content-Type", "Content-Length"])),
         DifferentialCase(name: "-d @FILE drops line ends", arguments: ["-d", "@{FILE}", "{BASE}/echo"], output: .echo(fields: ["Content-Type"])),
+        DifferentialCase(
+            name: "-d @FILE, -d and --data-binary @FILE together: joined with &, line ends dropped from -d's file only",
+            arguments: ["-d", "@{FILE}", "-d", "x=1", "--data-binary", "@{FILE}", "{BASE}/echo"], output: .echo(fields: ["Content-Type", "Content-Length"])
+        ),
         DifferentialCase(name: "--data-binary @FILE keeps them", arguments: ["--data-binary", "@{FILE}", "{BASE}/echo"], output: .echo(fields: ["Content-Type"])),
         DifferentialCase(name: "-d @- reads standard input", arguments: ["-d", "@-", "{BASE}/echo"], output: .echo(fields: []), input: Data("from\nstdin\n".utf8)),
         DifferentialCase(name: "--data-raw keeps a leading @", arguments: ["--data-raw", "@not-a-file", "{BASE}/echo"], output: .echo(fields: [])),
         DifferentialCase(name: "--data-urlencode NAME=CONTENT", arguments: ["--data-urlencode", "q=a b&c/d", "--data-urlencode", "plain text", "{BASE}/echo"], output: .echo(fields: [])),
+        DifferentialCase(name: "--data-urlencode NAME@FILE", arguments: ["--data-urlencode", "f@{FILE}", "{BASE}/echo"], output: .echo(fields: [])),
         DifferentialCase(name: "-G puts the data in the query of a GET", arguments: ["-G", "-d", "q=1", "-d", "r=2", "{BASE}/echo?x=0"], output: .echo(fields: [])),
         DifferentialCase(name: "--json: the body, Content-Type and Accept", arguments: ["--json", "{\"a\":1}", "{BASE}/echo"], output: .echo(fields: ["Content-Type", "Accept"])),
         DifferentialCase(name: "-X PUT with -d", arguments: ["-X", "PUT", "-d", "x=1", "{BASE}/echo"], output: .echo(fields: ["Content-Type"])),

@@ -52,6 +52,30 @@ struct CLITraceTests {
         #expect(!ours.stderr.contains("> POST"))
     }
 
+    /// `--trace`'s hex dump of a body past 64 KiB: every byte, sixteen a line, the offsets
+    /// growing to five digits as curl's `%04x` does.
+    @Test func longBodyInHex() async throws {
+        let body = deterministicBytes(count: 70_000, seed: 9)
+        let file = TestRun.makeDirectory("trace-body").appendingPathComponent("body.bin").path
+        try Data(body).write(to: URL(fileURLWithPath: file))
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let server = try server()
+        defer { server.stop() }
+        let run = try #require(try await runCourier(["-s", "--trace", "-", "-o", "/dev/null", "--data-binary", "@\(file)", server.url("/hex").absoluteString]))
+        #expect(run.status == 0)
+        let lines = run.stdout.components(separatedBy: "\n")
+        let title = try #require(lines.firstIndex { $0.hasPrefix("=> Send data") })
+        #expect(lines[title] == "=> Send data, 70000 bytes (0x11170)")
+        var dumped: [UInt8] = []
+        for (index, line) in lines[(title + 1)...].prefix(while: { !$0.hasPrefix("=> ") && !$0.hasPrefix("<= ") && !$0.hasPrefix("== ") }).enumerated() {
+            let offset = String(index * 16, radix: 16)
+            #expect(line.hasPrefix(String(repeating: "0", count: max(0, 4 - offset.count)) + offset + ": "), "\(line)")
+            let hex = line.split(separator: ":", maxSplits: 1)[1].prefix(49)
+            dumped += hex.split(separator: " ").compactMap { UInt8($0, radix: 16) }
+        }
+        #expect(dumped == body)
+    }
+
     @Test func traceToAFile() async throws {
         let server = try server()
         defer { server.stop() }
