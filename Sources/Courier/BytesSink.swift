@@ -8,7 +8,9 @@ import Foundation
 /// low mark resumes it, so memory stays bounded whatever the body's size.
 final class BytesSink: TaskSink, @unchecked Sendable {
     typealias ResponseContinuation = CheckedContinuation<URLResponse, any Error>
-    typealias ChunkContinuation = CheckedContinuation<Data?, any Error>
+    /// Chunks are byte arrays, not `Data`: the iterator reads them a byte at a time, and each
+    /// read of a `Data` checks its storage object for exclusive access at run time.
+    typealias ChunkContinuation = CheckedContinuation<[UInt8]?, any Error>
 
     /// Pauses reading above 1 MiB queued, resumes at 256 KiB.
     static let limits = BacklogLimits(high: 1024 * 1024, low: 256 * 1024)
@@ -17,7 +19,7 @@ final class BytesSink: TaskSink, @unchecked Sendable {
         var responseWaiter: ResponseContinuation?
         /// The response, or the failure, that came before anyone waited for it.
         var early: Result<URLResponse, any Error>?
-        var chunks: [Data] = []
+        var chunks: [[UInt8]] = []
         var queuedBytes = 0
         var chunkWaiter: ChunkContinuation?
         /// The end of the body: nil while it streams, then success or the task's error.
@@ -47,7 +49,7 @@ final class BytesSink: TaskSink, @unchecked Sendable {
 
     /// The next chunk of the body; nil at its end. Throws the task's error.
     func nextChunk(_ continuation: ChunkContinuation) {
-        enum Answer { case chunk(Data, resumeReading: Bool), end(Result<Void, any Error>), wait }
+        enum Answer { case chunk([UInt8], resumeReading: Bool), end(Result<Void, any Error>), wait }
         let answer = state.withLock { state -> Answer in
             if !state.chunks.isEmpty {
                 let chunk = state.chunks.removeFirst()
@@ -89,7 +91,7 @@ final class BytesSink: TaskSink, @unchecked Sendable {
     }
 
     func receive(_ bytes: UnsafeRawBufferPointer, from exchange: HTTPExchange?, driver: TaskDriver) -> URLError? {
-        let chunk = Data(bytes)
+        let chunk = [UInt8](bytes)
         let (waiter, crossedHigh) = state.withLock { state -> (ChunkContinuation?, Bool) in
             if let waiter = state.chunkWaiter {
                 state.chunkWaiter = nil
@@ -159,28 +161,55 @@ extension URLSession {
         }
 
         /// Reads the bytes a chunk at a time and hands them out one by one.
+        ///
+        /// Design note: a byte comes from the chunk in hand without a suspension or a hop. The
+        /// fast path is inlinable, and the loop's `next(isolation:)` runs on the caller's
+        /// executor: a plain nonisolated `next()` called from an actor (a `for try await` on the
+        /// main actor) hopped to the global executor and back for every byte, and 8 MB took
+        /// minutes.
         public struct Iterator: AsyncIteratorProtocol {
-            let consumer: Consumer
-            var chunk = Data()
-            var index = 0
+            @usableFromInline let consumer: Consumer
+            @usableFromInline var chunk: [UInt8] = []
+            @usableFromInline var index = 0
 
+            init(consumer: Consumer) {
+                self.consumer = consumer
+            }
+
+            @inlinable
             public mutating func next() async throws -> UInt8? {
                 if index < chunk.count {
-                    defer { index += 1 }
-                    return chunk[chunk.startIndex + index]
+                    defer { index &+= 1 }
+                    return chunk[index]
                 }
+                return try await nextFromNewChunk(isolation: nil)
+            }
+
+            @inlinable
+            public mutating func next(isolation actor: isolated (any Actor)?) async throws -> UInt8? {
+                if index < chunk.count {
+                    defer { index &+= 1 }
+                    return chunk[index]
+                }
+                return try await nextFromNewChunk(isolation: actor)
+            }
+
+            /// Waits for the next chunk that has bytes, on `actor`; nil at the end of the body.
+            @usableFromInline
+            mutating func nextFromNewChunk(isolation actor: isolated (any Actor)?) async throws -> UInt8? {
                 while true {
-                    guard let next = try await consumer.nextChunk() else { return nil }
+                    guard let next = try await consumer.nextChunk(isolation: actor) else { return nil }
                     if next.isEmpty { continue }
                     chunk = next
                     index = 1
-                    return chunk[chunk.startIndex]
+                    return chunk[0]
                 }
             }
         }
 
         /// The iterator's link to the task: it cancels the task when the Swift task is
         /// cancelled, or when it is dropped before the body ended.
+        @usableFromInline
         final class Consumer: @unchecked Sendable {
             let task: URLSessionDataTask
             let sink: BytesSink
@@ -191,14 +220,14 @@ extension URLSession {
                 self.sink = sink
             }
 
-            func nextChunk() async throws -> Data? {
+            func nextChunk(isolation actor: isolated (any Actor)?) async throws -> [UInt8]? {
                 let task = self.task
                 do {
-                    let chunk = try await withTaskCancellationHandler {
-                        try await withCheckedThrowingContinuation { continuation in sink.nextChunk(continuation) }
-                    } onCancel: {
-                        task.cancel()
-                    }
+                    let chunk = try await withTaskCancellationHandler(
+                        operation: { try await withCheckedThrowingContinuation(isolation: actor) { continuation in sink.nextChunk(continuation) } },
+                        onCancel: { task.cancel() },
+                        isolation: actor
+                    )
                     if chunk == nil { ended.store(true, ordering: .relaxed) }
                     return chunk
                 } catch {

@@ -18,6 +18,8 @@
 //   <client> ws-echo URL COUNT           COUNT sequential WebSocket round trips of a 100-byte
 //                                        text message (URLSessionWebSocketTask)
 //   <client> ws-big URL COUNT            the same with a 1 MiB binary message
+//   courier-bench bytes|lines URL main|task  the body of bytes(for:) read a byte or a line at a
+//                                        time, on the main actor or in a detached task
 //
 // It prints one JSON object: requests, seconds (of the measured part), bytes, errors and, when
 // the malloc counter is preloaded, allocations.
@@ -204,6 +206,36 @@ func preferredExecutor(_ session: URLSession) -> (any TaskExecutor)? {
 }
 
 switch arguments[1] {
+#if !FOUNDATION_BENCH
+// FoundationNetworking has no bytes(for:).
+case "bytes", "lines":
+    // The body of bytes(for:) read a byte or a line at a time. Not a run.py workload
+    // (docs/internals/session.md, on BytesSink).
+    let onMainActor = arguments[3] == "main"
+    let readsLines = arguments[1] == "lines"
+    // The loop in a main-actor function, as an app's would be (after each await it returns
+    // to the main actor), or in a nonisolated one run by a detached task.
+    @MainActor func countOnMainActor<Elements: AsyncSequence>(_ elements: Elements) async throws -> Int {
+        var count = 0
+        for try await _ in elements { count += 1 }
+        return count
+    }
+    @Sendable nonisolated func countInTask<Elements: AsyncSequence>(_ elements: Elements) async throws -> Int {
+        var count = 0
+        for try await _ in elements { count += 1 }
+        return count
+    }
+    let start = ContinuousClock.now
+    let (bytes, _) = try await session.bytes(for: request)
+    let count: Int
+    switch (onMainActor, readsLines) {
+    case (true, true): count = try await countOnMainActor(bytes.lines)
+    case (true, false): count = try await countOnMainActor(bytes)
+    case (false, true): count = try await Task.detached { try await countInTask(bytes.lines) }.value
+    case (false, false): count = try await Task.detached { try await countInTask(bytes) }.value
+    }
+    emit(["requests": 1, "seconds": seconds(ContinuousClock.now - start), readsLines ? "lines" : "bytes": count])
+#endif
 case "w1", "w4":
     let count = Int(arguments[3]) ?? 1000
     // One request outside the measurement, to open the connection.
