@@ -123,6 +123,8 @@ struct WireSettings: Codable, Equatable {
     var decodingRatioThreshold: Int64?
     var keepsPartialDownloads: Bool?
     var http2StreamWindowSize: Int?
+    /// Nil from a client before the setting existed: decoded.
+    var decodesContent: Bool?
 
     /// A value of `connectionProxyDictionary`.
     enum WireValue: Codable, Equatable {
@@ -180,6 +182,7 @@ struct WireSettings: Codable, Equatable {
         decodingRatioThreshold = configuration.courierContentDecodingLimits.ratioCheckThreshold
         keepsPartialDownloads = configuration.courierKeepsPartialDownloads
         http2StreamWindowSize = configuration.courierHTTP2StreamWindowSize
+        decodesContent = configuration.courierDecodesContent
     }
 
     /// The daemon's session configuration: on-disk stores, as a default session's.
@@ -212,6 +215,7 @@ struct WireSettings: Codable, Equatable {
         configuration.courierContentDecodingLimits = limits
         configuration.courierKeepsPartialDownloads = keepsPartialDownloads ?? false
         configuration.courierHTTP2StreamWindowSize = http2StreamWindowSize
+        configuration.courierDecodesContent = decodesContent ?? true
         return configuration
     }
 }

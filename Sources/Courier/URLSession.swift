@@ -125,7 +125,8 @@ open class URLSession: NSObject, @unchecked Sendable {
         let frozen = configuration.copy() as! URLSessionConfiguration
         self.frozenConfiguration = frozen
         self.isShared = isShared
-        self.cache = frozen.urlCache
+        // A session that delivers bodies coded does not use a cache of decoded ones.
+        self.cache = frozen.courierDecodesContent ? frozen.urlCache : nil
         self.configuredProtocolClasses = (frozen.protocolClasses ?? []).compactMap { $0 as? URLProtocol.Type }
         self.cookieStorage = frozen.httpCookieStorage
         self.setsCookies = frozen.httpShouldSetCookies

@@ -56,6 +56,13 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
     /// bound fails with `URLError(.dataLengthExceedsMaximum)`; raise the bounds for trusted
     /// servers that send larger or more compressible bodies.
     @exclusivity(unchecked) open var courierContentDecodingLimits = ContentDecodingLimits.default
+    /// Courier extension: whether a response body with a content coding (gzip, deflate, br) is
+    /// decoded, as `URLSession` always does (true, the default), or delivered as the server
+    /// coded it, its `Content-Encoding` kept (false: what curl does without `--compressed`).
+    /// The `Accept-Encoding` a request sends is not affected (``courierOmittedDefaultFields``
+    /// leaves it out). A session that does not decode neither reads nor writes its cache,
+    /// whose bodies are kept decoded.
+    @exclusivity(unchecked) open var courierDecodesContent = true
     /// Courier extension: the logger the session traces its decisions and exchanges to, at
     /// `.debug` and `.trace` (nothing at `.info` for a request that succeeds). Nil: a logger
     /// labelled `courier` from the process's logging system. Credentials and cookies are
@@ -210,6 +217,7 @@ open class URLSessionConfiguration: NSObject, NSCopying, @unchecked Sendable {
         copy.http2PriorKnowledge = http2PriorKnowledge
         copy.courierHeadersStrippedOnCrossOriginRedirect = courierHeadersStrippedOnCrossOriginRedirect
         copy.courierContentDecodingLimits = courierContentDecodingLimits
+        copy.courierDecodesContent = courierDecodesContent
         copy.courierLogger = courierLogger
         copy.courierMaximumRetryAfterDelay = courierMaximumRetryAfterDelay
         copy.courierMaximumRetryAttempts = courierMaximumRetryAttempts

@@ -315,6 +315,8 @@ struct CourierCommand: AsyncParsableCommand {
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.courierOmittedDefaultFields = omitted
+        // As curl: a coded body is decoded with --compressed only; without it, written as sent.
+        configuration.courierDecodesContent = requestOptions.compressed
         // As curl: a transfer that fails keeps in its file what it wrote.
         configuration.courierKeepsPartialDownloads = true
         try requestOptions.apply(to: configuration)

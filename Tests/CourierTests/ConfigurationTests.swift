@@ -19,6 +19,7 @@ private func customise(_ configuration: URLSessionConfiguration) {
     configuration.allowsCellularAccess = false
     configuration.isDiscretionary = true
     configuration.courierHTTP2StreamWindowSize = 4 << 20
+    configuration.courierDecodesContent = false
 }
 
 /// Checks the values `customise` sets.
@@ -32,6 +33,7 @@ private func expectCustomised(_ configuration: URLSessionConfiguration, sourceLo
     #expect(!configuration.allowsCellularAccess, sourceLocation: sourceLocation)
     #expect(configuration.isDiscretionary, sourceLocation: sourceLocation)
     #expect(configuration.courierHTTP2StreamWindowSize == 4 << 20, sourceLocation: sourceLocation)
+    #expect(!configuration.courierDecodesContent, sourceLocation: sourceLocation)
 }
 
 /// A delegate that does nothing.
@@ -267,6 +269,19 @@ struct ConfigurationTests {
         older["http2StreamWindowSize"] = nil
         let fromOlder = try JSONDecoder().decode(WireSettings.self, from: JSONSerialization.data(withJSONObject: older))
         #expect(fromOlder.configuration.courierHTTP2StreamWindowSize == nil)
+    }
+
+    @Test("a background session's daemon decodes content or not as the configuration says; older settings decode")
+    func decodesContentReachesTheDaemon() throws {
+        let configuration = URLSessionConfiguration.background(withIdentifier: "decoding.test")
+        configuration.courierDecodesContent = false
+        let settings = WireSettings(configuration)
+        let decoded = try JSONDecoder().decode(WireSettings.self, from: JSONEncoder().encode(settings))
+        #expect(!decoded.configuration.courierDecodesContent)
+        var older = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(settings)) as? [String: Any])
+        older["decodesContent"] = nil
+        let fromOlder = try JSONDecoder().decode(WireSettings.self, from: JSONSerialization.data(withJSONObject: older))
+        #expect(fromOlder.configuration.courierDecodesContent)
     }
 
     @Test("changing the shared session's configuration copy does not change it")

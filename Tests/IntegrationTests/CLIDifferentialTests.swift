@@ -76,6 +76,7 @@ struct DifferentialCase: CustomTestStringConvertible, Sendable {
         DifferentialCase(name: "-A and -e", arguments: ["-A", "agent/1.0", "-e", "http://referrer.invalid/", "{BASE}/echo"], output: .echo(fields: ["User-Agent", "Referer"])),
         DifferentialCase(name: "no Accept-Encoding without --compressed", arguments: ["{BASE}/echo"], output: .echo(fields: ["Accept-Encoding", "Accept"])),
         DifferentialCase(name: "--compressed decodes gzip", arguments: ["--compressed", "{BASE}/static-gz/repeated.txt"]),
+        DifferentialCase(name: "a gzip body asked for without --compressed is written as sent", arguments: ["-H", "Accept-Encoding: gzip", "{BASE}/static-gz/repeated.txt"]),
         DifferentialCase(name: "-r: a byte range", arguments: ["-r", "0-4", "{BASE}/files/hello.txt"]),
         DifferentialCase(name: "a redirect without -L is the answer", arguments: ["{BASE}/redirect/302"]),
         DifferentialCase(name: "-L follows redirects", arguments: ["-L", "{BASE}/redirect/hop1"]),

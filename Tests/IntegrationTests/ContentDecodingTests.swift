@@ -96,6 +96,33 @@ struct ContentDecodingTests {
         }
     }
 
+    @Test("with courierDecodesContent off, the body is delivered as coded, and the cache is neither written nor read", arguments: [Delivery.asyncData, .delegate, .download])
+    func notDecoded(_ delivery: Delivery) async throws {
+        let name = "repeated.txt"
+        let encoded = try Data(contentsOf: nginx.directory.appendingPathComponent("www/static-gz/\(name).gz"))
+        // Large enough for the decoded body: a cache keeps nothing above a twentieth of its size.
+        let cache = URLCache(memoryCapacity: 16 << 20, diskCapacity: 0, diskPath: nil)
+        func configuration(decoding: Bool) -> URLSessionConfiguration {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.urlCache = cache
+            configuration.courierDecodesContent = decoding
+            return configuration
+        }
+        let request = URLRequest(url: nginx.url("/static-gz/\(name)"))
+        let coded = await load(request, via: delivery, configuration: configuration(decoding: false))
+        #expect(coded.error == nil, "\(String(describing: coded.error))")
+        #expect(coded.response?.value(forHTTPHeaderField: "Content-Encoding") == "gzip")
+        #expect(coded.body == encoded, "the gzip bytes nginx sent")
+        #expect(cache.cachedResponse(for: request) == nil, "nothing coded went into a cache of decoded bodies")
+        // A decoding session stores the same response (so it is one the cache keeps) ...
+        let decoded = await load(request, via: delivery, configuration: configuration(decoding: true))
+        #expect(decoded.body.map(Array.init) == NginxServer.staticGzipFixtures[name])
+        #expect(cache.cachedResponse(for: request) != nil)
+        // ... which a session that does not decode does not take.
+        let again = await load(request, via: delivery, configuration: configuration(decoding: false))
+        #expect(again.body == encoded)
+    }
+
     @Test("metrics count the body bytes received and the bytes after decoding")
     func decodingMetrics() async throws {
         let name = "repeated.txt"
