@@ -135,8 +135,11 @@ public enum ContentDecodingError: Error, Sendable, Equatable, CustomStringConver
 /// threads (the session keeps it under its task lock and feeds it from one event loop); it must
 /// never be used from two threads at once.
 public final class ContentDecoder: @unchecked Sendable {
-    /// Largest chunk handed to `output` at once (64 KiB), and the size of each stage's buffer.
-    public static let outputChunkBytes = 64 * 1024
+    /// Largest chunk handed to `output` at once (256 KiB), and the size of each stage's buffer.
+    /// The size of the buffers a delegate's `Data` is made in (`ReadCopies`): with 64 KiB
+    /// chunks each filled a quarter of one, and a body decoded faster than the delegate took it
+    /// kept more in flight than are kept for reuse, so that every decoded page was a fresh one.
+    public static let outputChunkBytes = 256 * 1024
 
     /// Encoded bytes fed so far.
     public private(set) var encodedByteCount: Int64 = 0

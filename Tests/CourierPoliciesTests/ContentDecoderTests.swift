@@ -85,7 +85,7 @@ struct ContentDecoderTests {
         #expect(outcome.encodedByteCount == Int64(coded.count))
     }
 
-    @Test("1 MiB of random bytes round-trips in chunks of at most 64 KiB", arguments: CodingCase.all, Feeding.allCases)
+    @Test("1 MiB of random bytes round-trips in chunks of at most 256 KiB", arguments: CodingCase.all, Feeding.allCases)
     func randomMebibyte(coding: CodingCase, feeding: Feeding) {
         let data = randomBytes(1 << 20, seed: 42)
         let outcome = decode(coding.encode(data), coding.codings, feeding: feeding)
@@ -94,7 +94,7 @@ struct ContentDecoderTests {
         #expect(outcome.largestChunk <= ContentDecoder.outputChunkBytes)
     }
 
-    @Test("5 MiB of zeros round-trips when the limits allow, in chunks of at most 64 KiB", arguments: CodingCase.all, Feeding.allCases)
+    @Test("5 MiB of zeros round-trips when the limits allow, in chunks of at most 256 KiB", arguments: CodingCase.all, Feeding.allCases)
     func zeros(coding: CodingCase, feeding: Feeding) {
         let count = 5 << 20
         let outcome = decode(coding.encode([UInt8](repeating: 0, count: count)), coding.codings, feeding: feeding,
@@ -105,9 +105,9 @@ struct ContentDecoderTests {
         #expect(outcome.largestChunk <= ContentDecoder.outputChunkBytes)
     }
 
-    @Test("a decoder without codings passes bytes through, split into chunks of at most 64 KiB")
+    @Test("a decoder without codings passes bytes through, split into chunks of at most 256 KiB")
     func noCodings() {
-        let data = randomBytes(200_000, seed: 3)
+        let data = randomBytes(600_000, seed: 3)
         for codings in [[], [ContentCoding.identity]] {
             let outcome = decode(data, codings, feeding: .whole)
             #expect(outcome.error == nil)

@@ -1,9 +1,9 @@
 // Content decoding: byte 0 picks the codings, byte 1 how the body is cut into pieces, and the rest
 // is the coded body. It is decoded twice, whole and in pieces, under small limits. Only
 // ContentDecodingError may come out (the typed throws make that so at compile time); nothing may
-// trap or hang; no more than the limit may be counted or handed out, never in chunks over 64 KiB;
-// an error repeats on every later call; and when neither run hit a limit, both succeed with the
-// same bytes or both fail. Brotli pushes decoded bytes out early when it runs out of input and
+// trap or hang; no more than the limit may be counted or handed out, never in chunks over
+// outputChunkBytes; an error repeats on every later call; and when neither run hit a limit,
+// both succeed with the same bytes or both fail. Brotli pushes decoded bytes out early when it runs out of input and
 // holds them when it does not, so how a body is cut changes how much comes out before an error,
 // and with stacked codings which stage sees the damage first: failed runs are compared by the
 // kind of their error (not libbrotli's message, which depends on the cuts too) only when there
