@@ -117,8 +117,25 @@ public enum WebSocketFrameEncoder {
         output.append(contentsOf: key)
         let start = output.count
         output.append(contentsOf: frame.payload)
-        output.withUnsafeMutableBufferPointer { bytes in
-            for index in 0..<count { bytes[start + index] ^= key[index & 3] }
+        output.withUnsafeMutableBytes { bytes in
+            mask(UnsafeMutableRawBufferPointer(rebasing: bytes[start...]), with: key)
+        }
+    }
+
+    /// XORs `payload` with the four-byte `key` repeated, eight bytes at a time (a byte at a
+    /// time, masking took a third of a client's time sending 1 MiB messages).
+    static func mask(_ payload: UnsafeMutableRawBufferPointer, with key: [UInt8]) {
+        // The key twice over, read as a word the way the payload's words are read: whatever the
+        // byte order, byte i of a word meets key[i % 4].
+        let word = [key[0], key[1], key[2], key[3], key[0], key[1], key[2], key[3]].withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+        var index = 0
+        while index + 8 <= payload.count {
+            payload.storeBytes(of: payload.loadUnaligned(fromByteOffset: index, as: UInt64.self) ^ word, toByteOffset: index, as: UInt64.self)
+            index += 8
+        }
+        while index < payload.count {
+            payload[index] ^= key[index & 3]
+            index += 1
         }
     }
 

@@ -44,6 +44,19 @@ struct WebSocketCodecTests {
         #expect(Array(large.prefix(10)) == [0x82, 0x7F, 0, 0, 0, 0, 0, 1, 0, 0])
     }
 
+    @Test("the mask is the payload XOR the key repeated, at every length up to past a few words")
+    func maskingByDefinition() {
+        var generator = SplitMix64(seed: 99)
+        for size in 0...40 {
+            let payload = (0..<size).map { _ in UInt8(generator.below(256)) }
+            let key = (0..<4).map { _ in UInt8(generator.below(256)) }
+            let bytes = encoded(WebSocketFrame(opcode: .binary, payload: payload), mask: key)
+            // Two header bytes (a length under 126), then the key, then the masked payload.
+            #expect(Array(bytes[2..<6]) == key)
+            #expect(Array(bytes[6...]) == payload.enumerated().map { $0.element ^ key[$0.offset % 4] }, "\(size) bytes")
+        }
+    }
+
     @Test("any split of the input gives the same frames", arguments: [1, 2, 3, 7, 13, 100])
     func splits(_ piece: Int) throws {
         var generator = SplitMix64(seed: UInt64(piece))
