@@ -43,6 +43,7 @@ public struct WebSocketMessageReader: Sendable {
             try append(frame.payload, text: kind == .text && !compressed)
         case .text, .binary:
             guard kind == nil else { throw .expectedContinuation }
+            if frame.fin { return try Self.whole(frame, limit: maximumMessageSize) }
             kind = frame.opcode
             compressed = frame.rsv1
             validator = UTF8Validator()
@@ -59,6 +60,18 @@ public struct WebSocketMessageReader: Sendable {
             return .text(String(decoding: payload, as: UTF8.self))
         }
         return .binary(payload)
+    }
+
+    /// A message in one frame: its payload is the message, not copied into the reader's
+    /// buffer first (a 1 MiB message was copied three times on its way to the caller).
+    private static func whole(_ frame: WebSocketFrame, limit: Int) throws(WebSocketError) -> WebSocketMessage {
+        guard frame.payload.count <= limit else { throw .messageTooLarge(limit: limit) }
+        let text = frame.opcode == .text
+        if frame.rsv1 { return .compressed(text: text, payload: frame.payload) }
+        guard text else { return .binary(frame.payload) }
+        var validator = UTF8Validator()
+        guard validator.feed(frame.payload), validator.isComplete else { throw .invalidUTF8 }
+        return .text(String(decoding: frame.payload, as: UTF8.self))
     }
 
     private mutating func append(_ payload: [UInt8], text: Bool) throws(WebSocketError) {

@@ -111,6 +111,9 @@ struct WebSocketCodecTests {
         #expect(!reader.isInsideMessage)
         #expect(try reader.read(WebSocketFrame(opcode: .binary, payload: [0, 255])) == .binary([0, 255]))
         #expect(try reader.read(WebSocketFrame(opcode: .text)) == .text(""))
+        // A message in one compressed frame comes back as it came, for the caller to inflate.
+        #expect(try reader.read(WebSocketFrame(rsv1: true, opcode: .text, payload: [1, 2])) == .compressed(text: true, payload: [1, 2]))
+        #expect(try reader.read(WebSocketFrame(rsv1: true, opcode: .binary, payload: [3])) == .compressed(text: false, payload: [3]))
     }
 
     @Test("fragments out of order, and messages over the limit, fail")
@@ -125,6 +128,10 @@ struct WebSocketCodecTests {
         #expect(throws: WebSocketError.messageTooLarge(limit: 10)) {
             _ = try small.read(WebSocketFrame(opcode: .continuation, payload: [UInt8](repeating: 0, count: 5)))
         }
+        // A message in one frame meets the same limit.
+        var single = WebSocketMessageReader(maximumMessageSize: 10)
+        #expect(try single.read(WebSocketFrame(opcode: .binary, payload: [UInt8](repeating: 7, count: 10))) == .binary([UInt8](repeating: 7, count: 10)))
+        #expect(throws: WebSocketError.messageTooLarge(limit: 10)) { _ = try single.read(WebSocketFrame(opcode: .text, payload: [UInt8](repeating: 0x41, count: 11))) }
     }
 
     @Test("invalid UTF-8 fails in the fragment that holds it; a sequence split between fragments is fine")
@@ -139,6 +146,8 @@ struct WebSocketCodecTests {
         #expect(throws: WebSocketError.invalidUTF8) { _ = try failing.read(WebSocketFrame(fin: false, opcode: .text, payload: [0x41, 0xED, 0xA0])) }
         var truncated = WebSocketMessageReader()
         #expect(throws: WebSocketError.invalidUTF8) { _ = try truncated.read(WebSocketFrame(opcode: .text, payload: [0x41, 0xE2, 0x82])) }
+        var surrogate = WebSocketMessageReader()
+        #expect(throws: WebSocketError.invalidUTF8) { _ = try surrogate.read(WebSocketFrame(opcode: .text, payload: [0x41, 0xED, 0xA0, 0x80])) }
         #expect(WebSocketError.invalidUTF8.closeCode == 1007)
     }
 
