@@ -3,14 +3,28 @@ import Foundation
 import Glibc
 
 /// Where test servers keep their files and PID records: `$COURIER_TEST_RUN_DIR` when the test
-/// script sets it (so it can stop leftovers by PID), else a folder under the temporary directory.
+/// script sets it (so it can stop leftovers by PID), else a folder under the temporary directory,
+/// removed when the process exits.
 public enum TestRun {
     public static let directory: URL = {
-        let base = ProcessInfo.processInfo.environment["COURIER_TEST_RUN_DIR"].map { URL(fileURLWithPath: $0) }
-            ?? FileManager.default.temporaryDirectory.appendingPathComponent("courier-test-\(getpid())")
+        if let path = ProcessInfo.processInfo.environment["COURIER_TEST_RUN_DIR"] {
+            let base = URL(fileURLWithPath: path)
+            try? FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+            return base
+        }
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("courier-test-\(getpid())")
         try? FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+        // Run without the test script (which removes its own), the folder goes when the process
+        // exits: a `swift test` by hand left tens of MB of fixtures each time. Registered before
+        // any server starts, so it runs after the handler that stops them (atexit runs the last
+        // registered first).
+        atexit { TestRun.removeOwnDirectory() }
         return base
     }()
+
+    private static func removeOwnDirectory() {
+        try? FileManager.default.removeItem(at: directory)
+    }
 
     /// The temporary directory (`TMPDIR`) of the programs the tests run, such as `courier`: a
     /// download file of theirs (`courier -o` downloads through a download task) then never
