@@ -189,11 +189,8 @@ public final class StreamChannel: IOEventHandler {
     public func handleIOEvents(_ events: IOEvents) {
         guard isOpen else { return }
         if events.contains(.error) {
-            // A reset does not take back what had arrived before it: an answer sent just
-            // before the peer reset (a 413 to a body it would not read) is read first, and the
-            // read that reaches the reset reports it.
-            if !readingPaused && !peerClosed && (events.contains(.readable) || events.contains(.readHangup) || events.contains(.hangup)) {
-                readAvailable()
+            if events.contains(.readable) || events.contains(.readHangup) || events.contains(.hangup) {
+                readBeforeFailing()
                 guard isOpen else { return }
             }
             let code = Posix.pendingError(fd)
@@ -296,8 +293,20 @@ public final class StreamChannel: IOEventHandler {
         failurePending = true
         loop.executeSoon { [self] in
             guard isOpen else { return }
+            // A send refused by a reset, as a drain wrote the next part of a body, comes here
+            // rather than through an error event: the answer before the reset is read first.
+            readBeforeFailing()
+            guard isOpen else { return }
             fail(error)
         }
+    }
+
+    /// A reset does not take back what had arrived before it: an answer sent just before the
+    /// peer reset (a 413 to a body it would not read) is read first, and the read that reaches
+    /// the reset reports it.
+    private func readBeforeFailing() {
+        guard !readingPaused && !peerClosed else { return }
+        readAvailable()
     }
 
     private func fail(_ error: SystemError) {

@@ -98,9 +98,9 @@ extension FaultSuiteTests {
         var request = URLRequest(url: server.url("/upload"))
         request.httpMethod = "POST"
         let session = session()
-        // HTTP1Connection sends a Data body with the head and counts it sent at once, so the
-        // response is read while the kernel still holds body bytes: a complete 413 completes
-        // the exchange, Connection: close retires the connection, and the unsent rest is dropped.
+        // HTTP1Connection sends a Data body from where it lies as the socket drains, so the
+        // response is read while body bytes are still to go: a complete 413 completes the
+        // exchange, Connection: close retires the connection, and the unsent rest is dropped.
         let (data, response) = try await session.upload(for: request, from: Data(count: 1 << 20))
         #expect((response as? HTTPURLResponse)?.statusCode == 413)
         #expect(String(decoding: data, as: UTF8.self) == "too large")
