@@ -178,11 +178,7 @@ extension URLSession {
 
             @inlinable
             public mutating func next() async throws -> UInt8? {
-                if index < chunk.count {
-                    defer { index &+= 1 }
-                    return chunk[index]
-                }
-                return try await nextFromNewChunk(isolation: nil)
+                try await next(isolation: nil)
             }
 
             @inlinable

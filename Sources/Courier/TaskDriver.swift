@@ -478,7 +478,7 @@ final class TaskDriver: HTTPExchangeDelegate, @unchecked Sendable {
         var decoder: ContentDecoder?
         // A body from the cache was stored as delivered: decoded already; a protocol's body is
         // delivered as the protocol gives it.
-        if !fromCache, !fromProtocol, session.frozenConfiguration.courierDecodesContent,
+        if !fromCache, !fromProtocol, session.decodesContent,
            let coding = (response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Content-Encoding"),
            let codings = ContentCoding.codings(fromContentEncoding: coding), !codings.isEmpty {
             let limits = session.frozenConfiguration.courierContentDecodingLimits

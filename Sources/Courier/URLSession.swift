@@ -108,6 +108,8 @@ open class URLSession: NSObject, @unchecked Sendable {
     /// The cookie store, and whether requests carry its cookies (`httpShouldSetCookies`).
     let cookieStorage: HTTPCookieStorage?
     let setsCookies: Bool
+    /// Whether coded bodies are decoded (`courierDecodesContent`).
+    let decodesContent: Bool
     /// A background session's connection to its daemon; set once, in `init`.
     private(set) var background: BackgroundLink?
 
@@ -125,6 +127,7 @@ open class URLSession: NSObject, @unchecked Sendable {
         let frozen = configuration.copy() as! URLSessionConfiguration
         self.frozenConfiguration = frozen
         self.isShared = isShared
+        self.decodesContent = frozen.courierDecodesContent
         // A session that delivers bodies coded does not use a cache of decoded ones.
         self.cache = frozen.courierDecodesContent ? frozen.urlCache : nil
         self.configuredProtocolClasses = (frozen.protocolClasses ?? []).compactMap { $0 as? URLProtocol.Type }

@@ -106,12 +106,12 @@ final class HTTP1Connection: TransportStreamDelegate {
         // A body given as bytes goes out with the head up to the high-water mark; a longer one
         // follows from where it lies as the channel drains, so that the channel never holds a
         // copy of more than that much of it.
-        var bytesWithHead = 0
+        var bodyWithHead: Data?
         switch request.body {
         case .empty: break
         case .bytes(let data):
-            bytesWithHead = min(data.count, Self.bodyHighWatermark)
-            if bytesWithHead < data.count { bodyProgress = .bytes(data, sent: bytesWithHead) }
+            if !data.isEmpty { bodyWithHead = data }
+            if data.count > Self.bodyHighWatermark { bodyProgress = .bytes(data, sent: Self.bodyHighWatermark) }
         case .stream(let producer, let length): bodyProgress = .streaming(producer, length: length, reading: false)
         }
         sendBuffer.clear()
@@ -128,11 +128,12 @@ final class HTTP1Connection: TransportStreamDelegate {
         parser.expectResponse(to: request.head.method)
         armTimeout(request.idleTimeout, deadline: request.deadline)
 
-        if bytesWithHead > 0, case .bytes(let data) = request.body {
+        if let data = bodyWithHead {
+            let first = min(data.count, Self.bodyHighWatermark)
             data.withUnsafeBytes { body in
-                sendBuffer.withReadableBytes { head in stream.write([head, UnsafeRawBufferPointer(rebasing: body[..<bytesWithHead])]) }
+                sendBuffer.withReadableBytes { head in stream.write([head, UnsafeRawBufferPointer(rebasing: body[..<first])]) }
             }
-            bodySent(Int64(bytesWithHead))
+            bodySent(Int64(first))
         } else {
             sendBuffer.withReadableBytes { stream.write($0) }
         }

@@ -63,9 +63,9 @@ public struct WebSocketFrameParser: Sendable {
                     frame.payload.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[offset..<(offset + count)]))
                     if !maskingKey.isEmpty {
                         let key = maskingKey
-                        frame.payload.withUnsafeMutableBufferPointer { bytes in
+                        frame.payload.withUnsafeMutableBytes { bytes in
                             // The key runs from the payload's first byte.
-                            for index in start..<(start + count) { bytes[index] ^= key[index & 3] }
+                            WebSocketFrameEncoder.mask(UnsafeMutableRawBufferPointer(rebasing: bytes[start...]), with: key, keyOffset: start)
                         }
                     }
                     offset += count

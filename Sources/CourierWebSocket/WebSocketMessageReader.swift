@@ -54,12 +54,7 @@ public struct WebSocketMessageReader: Sendable {
         kind = nil
         let payload = bytes
         bytes = []
-        if compressed { return .compressed(text: finished == .text, payload: payload) }
-        if finished == .text {
-            guard validator.isComplete else { throw .invalidUTF8 }
-            return .text(String(decoding: payload, as: UTF8.self))
-        }
-        return .binary(payload)
+        return try Self.message(payload, text: finished == .text, compressed: compressed, validator: validator)
     }
 
     /// A message in one frame: its payload is the message, not copied into the reader's
@@ -67,11 +62,18 @@ public struct WebSocketMessageReader: Sendable {
     private static func whole(_ frame: WebSocketFrame, limit: Int) throws(WebSocketError) -> WebSocketMessage {
         guard frame.payload.count <= limit else { throw .messageTooLarge(limit: limit) }
         let text = frame.opcode == .text
-        if frame.rsv1 { return .compressed(text: text, payload: frame.payload) }
-        guard text else { return .binary(frame.payload) }
         var validator = UTF8Validator()
-        guard validator.feed(frame.payload), validator.isComplete else { throw .invalidUTF8 }
-        return .text(String(decoding: frame.payload, as: UTF8.self))
+        if text, !frame.rsv1, !validator.feed(frame.payload) { throw .invalidUTF8 }
+        return try message(frame.payload, text: text, compressed: frame.rsv1, validator: validator)
+    }
+
+    /// The message a finished payload makes; `validator` has read all of a text one that is not
+    /// compressed.
+    private static func message(_ payload: [UInt8], text: Bool, compressed: Bool, validator: UTF8Validator) throws(WebSocketError) -> WebSocketMessage {
+        if compressed { return .compressed(text: text, payload: payload) }
+        guard text else { return .binary(payload) }
+        guard validator.isComplete else { throw .invalidUTF8 }
+        return .text(String(decoding: payload, as: UTF8.self))
     }
 
     private mutating func append(_ payload: [UInt8], text: Bool) throws(WebSocketError) {
