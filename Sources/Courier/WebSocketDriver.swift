@@ -367,9 +367,7 @@ final class WebSocketDriver: HTTPExchangeDelegate, UpgradedConnectionHandler, @u
                 guard let deflate else { throw .reservedBitsSet }
                 let bytes = try deflate.inflate(payload, limit: reader.maximumMessageSize)
                 if text {
-                    var validator = UTF8Validator()
-                    guard validator.feed(bytes), validator.isComplete else { throw .invalidUTF8 }
-                    arrived(.string(String(decoding: bytes, as: UTF8.self)), on: connection)
+                    arrived(.string(try WebSocketMessageReader.utf8String(bytes)), on: connection)
                 } else {
                     arrived(.data(Data(bytes)), on: connection)
                 }

@@ -173,6 +173,43 @@ struct WebSocketCodecTests {
         #expect(checked > 100_000)
     }
 
+    @Test("the UTF-8 check agrees with Swift's on long mostly-ASCII text, fed in any pieces, with a bad byte anywhere")
+    func utf8LongRuns() throws {
+        var generator = SplitMix64(seed: 8)
+        let pieces: [[UInt8]] = [Array("plain ascii text, ".utf8), Array("é".utf8), Array("€".utf8), Array("𝄞".utf8),
+                                 [0xC0, 0x80], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80], [0x80], [0xFF], [0xE2, 0x82]]
+        var invalid = 0
+        for round in 0..<400 {
+            var bytes: [UInt8] = []
+            while bytes.count < 200 {
+                // Mostly the text and the valid characters; a bad sequence now and then.
+                let pick = Int(generator.below(round % 2 == 0 ? 4 : 10))
+                bytes += pieces[pick]
+            }
+            let swift = String(validating: bytes, as: UTF8.self) != nil
+            if !swift { invalid += 1 }
+            // Fed whole, then in pieces of random sizes: the same answer.
+            var whole = UTF8Validator()
+            #expect((whole.feed(bytes) && whole.isComplete) == swift, "\(bytes)")
+            var split = UTF8Validator()
+            var offset = 0
+            var valid = true
+            while offset < bytes.count, valid {
+                let end = min(bytes.count, offset + 1 + Int(generator.below(20)))
+                valid = split.feed(bytes[offset..<end])
+                offset = end
+            }
+            #expect((valid && split.isComplete) == swift, "\(bytes)")
+            var reader = WebSocketMessageReader()
+            if swift {
+                #expect(try reader.read(WebSocketFrame(opcode: .text, payload: bytes)) == .text(String(decoding: bytes, as: UTF8.self)))
+            } else {
+                #expect(throws: WebSocketError.invalidUTF8) { _ = try reader.read(WebSocketFrame(opcode: .text, payload: bytes)) }
+            }
+        }
+        #expect(invalid > 50 && invalid < 350)
+    }
+
     @Test("close payloads: none, a code, a code and a reason; a lone byte, a reserved code or a bad reason fail")
     func closePayloads() throws {
         var reader = WebSocketMessageReader()

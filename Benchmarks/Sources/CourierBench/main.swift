@@ -15,9 +15,11 @@
 //                                        answers with the number of body bytes it read)
 //   <client> w3r URL FILE [CUT]          one download to FILE, cancelled for resume data once
 //                                        CUT bytes are written (512 MiB), then resumed
+//   courier-bench w3bg URL FILE           one download to FILE by a background session
 //   <client> ws-echo URL COUNT           COUNT sequential WebSocket round trips of a 100-byte
 //                                        text message (URLSessionWebSocketTask)
 //   <client> ws-big URL COUNT            the same with a 1 MiB binary message
+//   <client> ws-text URL COUNT           the same with about 1 MiB of text, mostly ASCII
 //   courier-bench bytes|lines URL main|task  the body of bytes(for:) read a byte or a line at a
 //                                        time, on the main actor or in a detached task
 //
@@ -298,6 +300,29 @@ case "u1":
     let whole = delegate.error == nil && status == 200 && Int(String(decoding: delegate.answer, as: UTF8.self)) == size
     emit(["requests": whole ? 1 : 0, "seconds": seconds(elapsed), "bytes": whole ? size : 0, "sent": Int(task.countOfBytesSent),
           "status": status, "errors": whole ? 0 : 1])
+#if !FOUNDATION_BENCH
+// FoundationNetworking has no background sessions on Linux.
+case "w3bg":
+    // The W3 download to a file by a background session: the courier-background daemon
+    // ($COURIER_BACKGROUND_DAEMON) downloads, and the file reaches the delegate. Not a run.py
+    // workload (docs/internals/session.md, on background sessions).
+    let destination = arguments[3]
+    let delegate = SinkDelegate(destination: destination)
+    let background = URLSessionConfiguration.background(withIdentifier: "courier-bench-\(getpid())")
+    let downloading = URLSession(configuration: background, delegate: delegate, delegateQueue: nil)
+    let start = ContinuousClock.now
+    await withCheckedContinuation { continuation in
+        delegate.done = { continuation.resume() }
+        downloading.downloadTask(with: request).resume()
+    }
+    let elapsed = ContinuousClock.now - start
+    downloading.finishTasksAndInvalidate()
+    let size = fileSize(destination)
+    let whole = delegate.error == nil && size > 0
+    var fields: [String: Any] = ["requests": whole ? 1 : 0, "seconds": seconds(elapsed), "bytes": whole ? size : 0, "errors": whole ? 0 : 1]
+    if let error = delegate.error { fields["failure"] = "\(error)" }
+    emit(fields)
+#endif
 case "w3r":
     // The W3 download to a file, cancelled for resume data once CUT bytes are written and
     // finished by a task made from that data; timed over both parts and the pause between.
@@ -353,14 +378,17 @@ case "hit":
     // Let a disk write land before measuring.
     try? await Task.sleep(for: .milliseconds(200))
     emit(await sequentialLoads(count) { @Sendable in try await caching.data(for: fromCache).0.count }.fields)
-case "ws-echo", "ws-big":
+case "ws-echo", "ws-big", "ws-text":
     // One WebSocket task; each round trip is a send, then a receive of the echo.
     let count = Int(arguments[3]) ?? 1000
     let big = arguments[1] == "ws-big"
+    // ws-text: whole lines up to 1 MiB of text, mostly ASCII with a two- and a three-byte character a line.
+    let line = "{\"name\": \"Zoë\", \"id\": 1234567, \"tags\": [\"a\", \"b\"], \"ok\": \"✓\"}\n"
+    let text = arguments[1] == "ws-text" ? String(repeating: line, count: (1 << 20) / line.utf8.count) : String(repeating: "x", count: 100)
     let message: URLSessionWebSocketTask.Message = big
         ? .data(Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 2654435761 >> 13) }))
-        : .string(String(repeating: "x", count: 100))
-    let payload = big ? 1 << 20 : 100
+        : .string(text)
+    let payload = big ? 1 << 20 : text.utf8.count
     let socket = session.webSocketTask(with: url)
     socket.maximumMessageSize = 4 << 20
     socket.resume()
