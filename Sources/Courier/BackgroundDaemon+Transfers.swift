@@ -53,6 +53,7 @@ extension BackgroundDaemon: URLSessionDownloadDelegate, URLSessionDataDelegate {
             state.inFlight[id] = task
             state.wireIDs[ObjectIdentifier(task)] = id
             state.responseSent.remove(id)
+            state.progress[id] = nil
             persist(state.journal)
             return .task(task)
         }
@@ -88,7 +89,7 @@ extension BackgroundDaemon: URLSessionDownloadDelegate, URLSessionDataDelegate {
             state.journal.tasks[index].bytesReceived = totalBytesWritten
             state.journal.tasks[index].bytesExpectedToReceive = totalBytesExpectedToWrite
         }
-        send(.wrote(task: id, bytes: bytesWritten, total: totalBytesWritten, expected: totalBytesExpectedToWrite))
+        sendProgress(.wrote(task: id, bytes: bytesWritten, total: totalBytesWritten, expected: totalBytesExpectedToWrite), task: id)
     }
 
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64) {
@@ -123,7 +124,7 @@ extension BackgroundDaemon: URLSessionDownloadDelegate, URLSessionDataDelegate {
             state.journal.tasks[index].bytesSent = totalBytesSent
             state.journal.tasks[index].bytesExpectedToSend = totalBytesExpectedToSend
         }
-        send(.sent(task: id, bytes: bytesSent, total: totalBytesSent, expected: totalBytesExpectedToSend))
+        sendProgress(.sent(task: id, bytes: bytesSent, total: totalBytesSent, expected: totalBytesExpectedToSend), task: id)
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {

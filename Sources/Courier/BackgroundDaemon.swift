@@ -81,6 +81,8 @@ final class BackgroundDaemon: NSObject, @unchecked Sendable {
         /// The daemon decided to exit: a session that connects now is turned away unanswered
         /// (it starts the next daemon).
         var closing = false
+        /// Progress not sent at once (BackgroundDaemon+Progress.swift), by wire task.
+        var progress: [Int: ProgressGate] = [:]
     }
 
     /// The largest upload response body kept (the rest is dropped).
@@ -351,11 +353,14 @@ final class BackgroundDaemon: NSObject, @unchecked Sendable {
 
     // MARK: Telling the session
 
-    /// Sends a live message (progress), not kept in the journal.
+    /// Sends a live message (a response, resume data, an offset), not kept in the journal,
+    /// after the task's waiting progress.
     func send(_ message: DaemonMessage) {
-        let client = state.withLock { $0.client }
-        guard let client else { return }
-        outbound.async { client.send(message) }
+        state.withLock { state in
+            guard let client = state.client else { return }
+            if let id = message.taskID { flushProgress(of: id, in: &state) }
+            outbound.async { client.send(message) }
+        }
     }
 
     /// Appends an event to the journal and sends it; called under the state lock.
@@ -365,6 +370,7 @@ final class BackgroundDaemon: NSObject, @unchecked Sendable {
         state.journal.nextEventID += 1
         state.journal.events.append(event)
         persist(state.journal)
+        flushProgress(of: id, in: &state)
         if let client = state.client {
             outbound.async { client.send(DaemonMessage.event(event)) }
         }
@@ -380,6 +386,7 @@ final class BackgroundDaemon: NSObject, @unchecked Sendable {
                 record(.receivedData(body), task: id, in: &state)
             }
             record(.completed(error: error), task: id, in: &state)
+            state.progress[id] = nil
         }
     }
 }

@@ -608,6 +608,37 @@ struct BackgroundSessionTests {
         #expect(failure.localizedDescription.contains("background session"), "\(failure.localizedDescription)")
     }
 
+    @Test(
+        "progress of a background download comes at most once per 50 ms (and once before the file): the sums and the order are those of every write, in far fewer calls",
+        .exclusiveDownloadFiles
+    )
+    func progressIsMerged() async throws {
+        let fixture = BackgroundFixture()
+        defer { fixture.close() }
+        let file = try nginx.largeFile(megabytes: 32)
+        let size = Int64(32 << 20)
+        let recorder = BackgroundRecorder()
+        let session = fixture.makeSession(recorder)
+        let task = session.downloadTask(with: nginx.url(file.path))
+        let start = ContinuousClock.now
+        task.resume()
+        let id = task.taskIdentifier
+        try #require(await recorder.waitForCompletion(of: id), "the download completed: \(recorder.names())")
+        let elapsed = ContinuousClock.now - start
+        #expect(recorder.error(of: id) == nil, "\(String(describing: recorder.error(of: id)))")
+        #expect(recorder.finishes(of: id).first?.contents?.count == Int(size))
+        let writes = recorder.writes(of: id)
+        #expect(writes.map { $0.bytes }.reduce(0, +) == size, "the merged progress adds up to the body")
+        #expect(writes.last?.total == size)
+        let totals = writes.map { $0.total }
+        #expect(totals == totals.sorted() && Set(totals).count == totals.count, "each call reports more than the one before")
+        // The daemon writes 256 KiB at a time: 128 calls unmerged. Merged, one when the first
+        // bytes are written, then at most one per 50 ms, and one before the file is handed over.
+        let intervals = Int(elapsed / .milliseconds(50))
+        #expect(writes.count <= intervals + 2, "\(writes.count) calls in \(elapsed)")
+        #expect(recorder.names(of: id).suffix(2) == ["finish", "complete"])
+    }
+
     @Test("a download of a file: or a data: URL in a background session fails with .unsupportedURL", arguments: ["file", "data"])
     func unsupportedScheme(_ scheme: String) async throws {
         let fixture = BackgroundFixture()
