@@ -244,10 +244,7 @@ final class BoundStreamPipe: @unchecked Sendable {
     }
 
     private func takeData(maxLength: Int) -> Data {
-        var data = Data(count: min(maxLength, buffered))
-        let count = data.withUnsafeMutableBytes { take(into: $0) }
-        data.count = count
-        return data
+        readIntoNewData(min(maxLength, buffered)) { take(into: UnsafeMutableRawBufferPointer(start: $0, count: $1)) } ?? Data()
     }
 
     /// Queues the input stream's next event, if its delegate may have one.

@@ -69,23 +69,20 @@ enum BodyFiles {
         var status = stat()
         guard fstat(descriptor, &status) == 0, isRegularFile(status.st_mode), Int(status.st_size) == size else { return nil }
         guard size > 0 else { return Data() }
-        var data = Data(count: size)
-        let complete = data.withUnsafeMutableBytes { buffer -> Bool in
-            guard let base = buffer.baseAddress else { return false }
+        return readIntoNewData(size) { base, length in
             var offset = 0
-            while offset < size {
-                let count = read(descriptor, base + offset, size - offset)
+            while offset < length {
+                let count = read(descriptor, base + offset, length - offset)
                 if count < 0 {
                     if errno == EINTR { continue }
-                    return false
+                    return -1
                 }
                 // Shorter than it said: truncated while we read.
-                if count == 0 { return false }
+                if count == 0 { return -1 }
                 offset += count
             }
-            return true
+            return offset
         }
-        return complete ? data : nil
     }
 
     /// The modification time of the file at `path`; nil when it cannot be read.

@@ -10,9 +10,12 @@
 //   <client> w2 URL COUNT CONCURRENCY    COUNT GETs, CONCURRENCY in flight
 //   <client> w2t URL COUNT CONCURRENCY   the same, each GET in a child task of its own
 //   <client> w3 URL SINK                 one download to SINK ("discard" or a file path)
+//   <client> w3data URL                  one GET whose body data(for:) returns whole
+//   courier-bench w3stream URL                the body read raw by a stream task (HTTP/1.0 by hand)
 //   <client> w4 URL COUNT                sequential GETs (the server closes each connection)
 //   <client> u1 URL FILE                 one PUT of FILE, streamed from disk (the server
 //                                        answers with the number of body bytes it read)
+//   <client> u1stream URL FILE           the same PUT, its body an InputStream on FILE
 //   <client> w3r URL FILE [CUT]          one download to FILE, cancelled for resume data once
 //                                        CUT bytes are written (512 MiB), then resumed
 //   courier-bench w3bg URL FILE           one download to FILE by a background session
@@ -280,16 +283,24 @@ case "w3":
     }
     let elapsed = ContinuousClock.now - start
     emit(["requests": delegate.error == nil ? 1 : 0, "seconds": seconds(elapsed), "bytes": delegate.bytes, "errors": delegate.error == nil ? 0 : 1])
-case "u1":
-    // One PUT whose body the upload task streams from the file. It counts as done only when
-    // the server answered 200 with the file's size: it read every byte.
+case "u1", "u1stream":
+    // One PUT whose body the upload task streams from the file (u1stream: a data task whose
+    // httpBodyStream is an InputStream on the file; not a run.py workload). It counts as done
+    // only when the server answered 200 with the file's size: it read every byte.
     let path = arguments[3]
     let size = fileSize(path)
     var upload = request
     upload.httpMethod = "PUT"
     let delegate = UploadDelegate()
     let uploading = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
-    let task = uploading.uploadTask(with: upload, fromFile: URL(fileURLWithPath: path))
+    let task: URLSessionTask
+    if arguments[1] == "u1stream" {
+        upload.httpBodyStream = InputStream(fileAtPath: path)
+        upload.setValue(String(size), forHTTPHeaderField: "Content-Length")
+        task = uploading.dataTask(with: upload)
+    } else {
+        task = uploading.uploadTask(with: upload, fromFile: URL(fileURLWithPath: path))
+    }
     let start = ContinuousClock.now
     await withCheckedContinuation { continuation in
         delegate.done = { continuation.resume() }
@@ -322,6 +333,30 @@ case "w3bg":
     var fields: [String: Any] = ["requests": whole ? 1 : 0, "seconds": seconds(elapsed), "bytes": whole ? size : 0, "errors": whole ? 0 : 1]
     if let error = delegate.error { fields["failure"] = "\(error)" }
     emit(fields)
+#endif
+case "w3data":
+    // The W3 body as one Data from data(for:). Not a run.py workload.
+    let start = ContinuousClock.now
+    let (body, _) = try await session.data(for: request)
+    emit(["requests": 1, "seconds": seconds(ContinuousClock.now - start), "bytes": body.count])
+#if !FOUNDATION_BENCH
+// FoundationNetworking's stream task is unimplemented.
+case "w3stream":
+    // The W3 body read raw by a URLSessionStreamTask (an HTTP/1.0 GET written by hand), a
+    // MiB at most a read, to the end. Not a run.py workload.
+    let task = session.streamTask(withHostName: url.host ?? "127.0.0.1", port: url.port ?? 80)
+    task.resume()
+    let start = ContinuousClock.now
+    try await task.write(Data("GET \(url.path) HTTP/1.0\r\nHost: \(url.host ?? "")\r\n\r\n".utf8), timeout: 30)
+    var received = 0
+    var reads = 0
+    while true {
+        let (data, atEOF) = try await task.readData(ofMinLength: 1, maxLength: 1 << 20, timeout: 30)
+        received += data?.count ?? 0
+        reads += 1
+        if atEOF { break }
+    }
+    emit(["requests": 1, "seconds": seconds(ContinuousClock.now - start), "bytes": received, "reads": reads])
 #endif
 case "w3r":
     // The W3 download to a file, cancelled for resume data once CUT bytes are written and
