@@ -143,7 +143,7 @@ let package = Package(
         // Test support: real peers on loopback (nginx, a scripted raw server).
         .target(
             name: "_CourierTestSupport",
-            dependencies: ["CCourierOpenSSL", "CourierSync"],
+            dependencies: ["CCourierOpenSSL", "CourierCore", "CourierSync"],
             path: "Tests/_CourierTestSupport",
             resources: [.copy("Resources/echo.js")]
         ),
@@ -159,7 +159,7 @@ let package = Package(
             resources: [.copy("Transcripts")]
         ),
         .testTarget(name: "CourierReactorTests", dependencies: ["CourierReactor", "CourierSync", "_CourierTestSupport"]),
-        .testTarget(name: "CourierTests", dependencies: ["Courier", "CourierSync", "CourierTransport", "_CourierTestSupport"]),
+        .testTarget(name: "CourierTests", dependencies: ["Courier", "CourierCore", "CourierSync", "CourierTransport", "_CourierTestSupport"]),
         .testTarget(name: "CourierWebSocketTests", dependencies: ["CourierWebSocket", "_CourierTestSupport"]),
         .testTarget(name: "CourierTransportTests", dependencies: ["CourierTransport", "CourierCore", "CourierReactor", "CourierSync", "_CourierTestSupport"]),
         // A writer of the cookie store that the crash test kills mid-transaction (debug builds

@@ -57,36 +57,6 @@ final class CacheDatabase: @unchecked Sendable {
     /// writer takes that long between creating the file and renaming it.
     static let abandonedTemporaryAge: TimeInterval = 600
 
-    /// Version 1. `key` is unique: one entry per key. The index on (last_access, cost) serves
-    /// the eviction order and, covering `cost`, the sum of the costs without reading the rows
-    /// (which hold small bodies).
-    private static let schema = """
-        CREATE TABLE IF NOT EXISTS responses (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            key TEXT NOT NULL UNIQUE,
-            url TEXT,
-            kind INTEGER NOT NULL,
-            status INTEGER NOT NULL,
-            http_version TEXT NOT NULL,
-            response_fields TEXT NOT NULL,
-            mime_type TEXT,
-            expected_length INTEGER NOT NULL,
-            text_encoding TEXT,
-            request_fields TEXT NOT NULL,
-            request_time REAL NOT NULL,
-            response_time REAL NOT NULL,
-            storage_policy INTEGER NOT NULL,
-            user_info BLOB,
-            body_size INTEGER NOT NULL,
-            body_file TEXT,
-            body BLOB,
-            cost INTEGER NOT NULL,
-            last_access REAL NOT NULL
-        );
-        CREATE INDEX IF NOT EXISTS responses_lru ON responses (last_access, cost);
-        CREATE INDEX IF NOT EXISTS responses_response_time ON responses (response_time);
-        """
-
     /// The columns, numbered as in ``selectByKey``'s results; the INSERT's parameter of a
     /// column is its number too (`id` is not inserted).
     private enum Column: Int32 {
@@ -132,6 +102,9 @@ final class CacheDatabase: @unchecked Sendable {
     let damagedFileMovedTo: String?
     private let database: SQLiteDatabase
     private let bodiesPath: String
+    /// The statements a lookup or a store runs, compiled once for the connection: compiling
+    /// the lookup's took more instructions than running it.
+    private var statements: [String: SQLiteStatement] = [:]
 
     /// The database file in `directory`.
     static func fileURL(in directory: URL) -> URL {
@@ -145,6 +118,7 @@ final class CacheDatabase: @unchecked Sendable {
         // Makes the directory (0700) and the file (0600).
         self.database = try SQLiteDatabase(url: Self.fileURL(in: directory), fileMode: 0o600)
         try database.migrate(to: Self.schemaVersion, schema: Self.schema)
+        try addUsageTotal()
         try BodyFiles.makeDirectory(bodiesPath)
     }
 
@@ -172,12 +146,13 @@ final class CacheDatabase: @unchecked Sendable {
     /// The entry stored under `key`. The body of an inline entry is in it; a file body is
     /// read with ``readBody(named:size:)``.
     func entry(forKey key: String) throws -> Lookup {
-        let statement = try database.prepare(Self.selectByKey)
-        try statement.bind(key, at: 1)
-        guard try statement.step() else { return .missing }
-        let id = statement.int64(at: Column.id.rawValue)
-        guard let entry = Self.entry(in: statement) else { return .unreadable(id: id) }
-        return .found(entry)
+        try withStatement(Self.selectByKey) { statement in
+            try statement.bind(key, at: 1)
+            guard try statement.step() else { return .missing }
+            let id = statement.int64(at: Column.id.rawValue)
+            guard let entry = Self.entry(in: statement) else { return .unreadable(id: id) }
+            return .found(entry)
+        }
     }
 
     /// The body file `name`, when it has exactly `size` bytes; nil when it is missing, has
@@ -189,8 +164,23 @@ final class CacheDatabase: @unchecked Sendable {
 
     /// The sum of the costs of every entry: the disk usage.
     func totalCost() throws -> Int {
-        let statement = try database.prepare("SELECT COALESCE(SUM(cost), 0) FROM responses")
-        return try statement.step() ? Int(statement.int64(at: 0)) : 0
+        let kept = try withStatement("SELECT total FROM usage WHERE id = 0") { statement in
+            try statement.step() ? Int(statement.int64(at: 0)) : nil
+        }
+        if let kept { return kept }
+        // The row was deleted by hand: the sum, the slow way.
+        return try withStatement("SELECT COALESCE(SUM(cost), 0) FROM responses") { statement in
+            try statement.step() ? Int(statement.int64(at: 0)) : 0
+        }
+    }
+
+    /// Adds the usage table and its triggers (``usageSchema``) when the file lacks them.
+    private func addUsageTotal() throws {
+        let present = try withStatement("SELECT count(*) FROM sqlite_master WHERE name IN ('usage', 'usage_insert', 'usage_delete', 'usage_update')") { statement in
+            try statement.step() ? statement.int64(at: 0) : 0
+        }
+        guard present < 4 else { return }
+        try database.transaction { try database.execute(Self.usageSchema) }
     }
 
     /// The number of entries.
@@ -320,10 +310,11 @@ final class CacheDatabase: @unchecked Sendable {
 
     /// Marks the entry of `key` used at `time` (for the eviction order).
     func touch(key: String, at time: Date) throws {
-        let statement = try database.prepare("UPDATE responses SET last_access = ?2 WHERE key = ?1 AND last_access < ?2")
-        try statement.bind(key, at: 1)
-        try statement.bind(time.timeIntervalSince1970, at: 2)
-        try statement.run()
+        try withStatement("UPDATE responses SET last_access = ?2 WHERE key = ?1 AND last_access < ?2") { statement in
+            try statement.bind(key, at: 1)
+            try statement.bind(time.timeIntervalSince1970, at: 2)
+            try statement.run()
+        }
     }
 
     /// Brings the bodies folder and the rows into agreement, under the write lock (see the
@@ -378,16 +369,18 @@ final class CacheDatabase: @unchecked Sendable {
 
     /// Deletes the rows of `key`; returns their body files.
     private func deleteRows(key: String) throws -> [String] {
-        let select = try database.prepare("SELECT body_file FROM responses WHERE key = ?1 AND body_file IS NOT NULL")
-        try select.bind(key, at: 1)
-        var files: [String] = []
-        while try select.step() {
-            if let name = select.text(at: 0) { files.append(name) }
+        let files = try withStatement("SELECT body_file FROM responses WHERE key = ?1 AND body_file IS NOT NULL") { select in
+            try select.bind(key, at: 1)
+            var files: [String] = []
+            while try select.step() {
+                if let name = select.text(at: 0) { files.append(name) }
+            }
+            return files
         }
-        select.reset()
-        let delete = try database.prepare("DELETE FROM responses WHERE key = ?1")
-        try delete.bind(key, at: 1)
-        try delete.run()
+        try withStatement("DELETE FROM responses WHERE key = ?1") { delete in
+            try delete.bind(key, at: 1)
+            try delete.run()
+        }
         return files
     }
 
@@ -402,7 +395,10 @@ final class CacheDatabase: @unchecked Sendable {
     }
 
     private func insertRow(_ record: CacheRecord, fileName: String?, inlineBody: Data?, now: Date) throws {
-        let statement = try database.prepare(Self.insert)
+        try withStatement(Self.insert) { statement in try bindRow(record, fileName: fileName, inlineBody: inlineBody, now: now, to: statement) }
+    }
+
+    private func bindRow(_ record: CacheRecord, fileName: String?, inlineBody: Data?, now: Date, to statement: SQLiteStatement) throws {
         try statement.bind(record.key, at: Column.key.rawValue)
         try statement.bind(record.url, at: Column.url.rawValue)
         try statement.bind(record.kind.rawValue, at: Column.kind.rawValue)
@@ -453,6 +449,21 @@ final class CacheDatabase: @unchecked Sendable {
         }
         usage = try totalCost()
         return (usage, files)
+    }
+
+    /// Runs `body` with the connection's compiled `sql`, compiling it the first time; the
+    /// statement is reset after (one left at a row would hold a read transaction open, and
+    /// the connection would go on reading an old snapshot).
+    private func withStatement<T>(_ sql: String, _ body: (SQLiteStatement) throws -> T) throws -> T {
+        let statement: SQLiteStatement
+        if let compiled = statements[sql] {
+            statement = compiled
+        } else {
+            statement = try database.prepare(sql)
+            statements[sql] = statement
+        }
+        defer { statement.reset() }
+        return try body(statement)
     }
 
     /// Unlinks body files of deleted rows (after the commit). Names that are not body file

@@ -97,63 +97,6 @@ extension CacheRecord {
         )
     }
 
-    // MARK: Fields as JSON
-
-    /// `fields` as a JSON array with one element per field, in order (repeated fields stay
-    /// repeated): `["Name", "value"]`; a field whose name or value is not UTF-8 (obs-text,
-    /// RFC 9110 section 5.5) is `["<base64 name>", "<base64 value>", "base64"]`, so that its
-    /// bytes come back exactly. Fields that are not valid HTTP (a name that is not a token, a
-    /// value with CR, LF or NUL; possible only in a response built by hand) are left out:
-    /// ``decodeFields(_:)`` refuses them.
-    static func encodeFields(_ fields: HTTPFields) -> String {
-        var rows: [[String]] = []
-        rows.reserveCapacity(fields.count)
-        fields.forEachField { name, value in
-            guard HTTPFieldValidation.isToken(name), HTTPFieldValidation.isValidFieldValue(value) else { return }
-            if let nameText = String(validating: name, as: UTF8.self), let valueText = String(validating: value, as: UTF8.self) {
-                rows.append([nameText, valueText])
-            } else {
-                rows.append([Data(name).base64EncodedString(), Data(value).base64EncodedString(), "base64"])
-            }
-        }
-        guard let json = try? JSONEncoder().encode(rows) else { return "[]" }
-        return String(decoding: json, as: UTF8.self)
-    }
-
-    /// The fields written by ``encodeFields(_:)``; nil when `text` is anything else, or holds
-    /// a field that is not valid HTTP (so a row altered by hand cannot inject a line break
-    /// into a request built from it).
-    static func decodeFields(_ text: String) -> HTTPFields? {
-        guard let rows = try? JSONDecoder().decode([[String]].self, from: Data(text.utf8)) else { return nil }
-        var storage: [UInt8] = []
-        var locations: [HTTPFields.Location] = []
-        locations.reserveCapacity(rows.count)
-        for row in rows {
-            let name: [UInt8]
-            let value: [UInt8]
-            switch row.count {
-            case 2:
-                name = Array(row[0].utf8)
-                value = Array(row[1].utf8)
-            case 3 where row[2] == "base64":
-                guard let decodedName = Data(base64Encoded: row[0]), let decodedValue = Data(base64Encoded: row[1]) else { return nil }
-                name = Array(decodedName)
-                value = Array(decodedValue)
-            default:
-                return nil
-            }
-            guard HTTPFieldValidation.isToken(name), HTTPFieldValidation.isValidFieldValue(value) else { return nil }
-            let nameStart = storage.count
-            storage += name
-            let valueStart = storage.count
-            storage += value
-            // Offsets are 32-bit in HTTPFields; no real header section comes near that.
-            guard storage.count < Int(UInt32.max) else { return nil }
-            locations.append(HTTPFields.Location(name: nameStart..<valueStart, value: valueStart..<storage.count))
-        }
-        return HTTPFields(validatedStorage: storage, locations: locations)
-    }
-
     // MARK: User info as a property list
 
     /// `userInfo` as a binary property list; nil when it is nil, when a key is not a string,

@@ -78,20 +78,6 @@ private func cacheBody(_ count: Int, byte: UInt8 = 0x61) -> Data {
     Data(repeating: byte, count: count)
 }
 
-/// Fields from raw bytes, for values that are not UTF-8.
-private func rawFields(_ pairs: [([UInt8], [UInt8])]) -> HTTPFields {
-    var storage: [UInt8] = []
-    var locations: [HTTPFields.Location] = []
-    for (name, value) in pairs {
-        let nameStart = storage.count
-        storage += name
-        let valueStart = storage.count
-        storage += value
-        locations.append(HTTPFields.Location(name: nameStart..<valueStart, value: valueStart..<storage.count))
-    }
-    return HTTPFields(validatedStorage: storage, locations: locations)
-}
-
 /// The permission bits of the file at `path`; nil when there is none.
 private func cacheFileMode(_ path: String) -> mode_t? {
     var status = stat()
@@ -295,6 +281,46 @@ struct URLCacheStoreTests {
         #expect(small.cachedResponse(for: cacheRequest(big)) == nil)
         #expect(try cacheRowCount(directory.database) == 0)
         #expect(small.currentDiskUsage == 0)
+    }
+
+    @Test("the disk usage is a running total the database keeps; a store made without it gets it, summed, when opened")
+    func usageTotal() throws {
+        let directory = try CacheTestDirectory()
+        defer { directory.remove() }
+        let cache = directory.makeCache(memory: 0, disk: 1 << 24)
+        let urls = (0..<4).map { "https://example.test/usage/\($0)" }
+        for (index, url) in urls.enumerated() {
+            cache.storeCachedResponse(cachedEntry(url, body: cacheBody(500 * (index + 1))), for: cacheRequest(url))
+        }
+        cache.flush()
+        func sums() throws -> (kept: Int64, summed: Int64) {
+            let raw = try SQLiteDatabase(url: directory.database)
+            let kept = try raw.prepare("SELECT total FROM usage WHERE id = 0")
+            let summed = try raw.prepare("SELECT COALESCE(SUM(cost), 0) FROM responses")
+            return (try kept.step() ? kept.int64(at: 0) : -1, try summed.step() ? summed.int64(at: 0) : -2)
+        }
+        var (kept, summed) = try sums()
+        #expect(kept == summed && summed > 2_000)
+        #expect(cache.currentDiskUsage == Int(summed))
+
+        // As a Courier without the total left the file: no table, no triggers.
+        try SQLiteDatabase(url: directory.database).execute("DROP TRIGGER usage_insert; DROP TRIGGER usage_delete; DROP TRIGGER usage_update; DROP TABLE usage;")
+        let reopened = directory.diskReader()
+        #expect(reopened.currentDiskUsage == Int(summed))
+        (kept, summed) = try sums()
+        #expect(kept == summed)
+        // Replacing, adding and removing keep it.
+        reopened.storeCachedResponse(cachedEntry(urls[0], body: cacheBody(7_000)), for: cacheRequest(urls[0]))
+        reopened.storeCachedResponse(cachedEntry("https://example.test/usage/new", body: cacheBody(300)), for: cacheRequest("https://example.test/usage/new"))
+        reopened.removeCachedResponse(for: cacheRequest(urls[1]))
+        reopened.flush()
+        (kept, summed) = try sums()
+        #expect(kept == summed)
+        #expect(reopened.currentDiskUsage == Int(summed))
+        reopened.removeAllCachedResponses()
+        reopened.flush()
+        (kept, summed) = try sums()
+        #expect(kept == 0 && summed == 0)
     }
 
     @Test("memory evicts the least recently used entry first; a lookup makes an entry recent")

@@ -7,6 +7,8 @@
 // second one made from that data.
 //
 //   <client> w1 URL COUNT                sequential GETs on one keep-alive connection
+//   <client> w1shared|w1default URL COUNT  the same by URLSession.shared, or a session of the
+//                                        default configuration (both with the shared cache)
 //   <client> w2 URL COUNT CONCURRENCY    COUNT GETs, CONCURRENCY in flight
 //   <client> w2t URL COUNT CONCURRENCY   the same, each GET in a child task of its own
 //   <client> w3 URL SINK                 one download to SINK ("discard" or a file path)
@@ -33,6 +35,7 @@ import BenchSupport
 import Dispatch
 import Foundation
 import Courier
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -241,16 +244,31 @@ case "bytes", "lines":
     }
     emit(["requests": 1, "seconds": seconds(ContinuousClock.now - start), readsLines ? "lines" : "bytes": count])
 #endif
-case "w1", "w4":
+case "w1", "w4", "w1shared", "w1default":
     let count = Int(arguments[3]) ?? 1000
+    // w1shared: URLSession.shared, as most code calls it, the shared cache included; w1default:
+    // a session of the default configuration (the same cache). Not run.py workloads.
+    let session = switch arguments[1] {
+    case "w1shared": URLSession.shared
+    case "w1default": URLSession(configuration: .default)
+    default: session
+    }
     // One request outside the measurement, to open the connection.
     _ = try? await session.data(for: request)
     let before = allocationCount()
     // The closures are @Sendable: one written plainly in this top-level code would belong to
     // the main actor, and every request would cross to it and back (four more thread switches
     // a request, measured with perf stat -e context-switches).
+    // COURIER_BENCH_DISTINCT=1: each request's URL has a query of its own (?n=N), so that a
+    // cache stores every response and answers none.
+    let distinct = ProcessInfo.processInfo.environment["COURIER_BENCH_DISTINCT"] == "1"
+    let counter = Atomic<Int>(0)
     let tally = await withTaskExecutorPreference(preferredExecutor(session)) {
-        await sequentialLoads(count) { @Sendable in try await session.data(for: request).0.count }
+        await sequentialLoads(count) { @Sendable in
+            guard distinct else { return try await session.data(for: request).0.count }
+            let n = counter.wrappingAdd(1, ordering: .relaxed).newValue
+            return try await session.data(for: URLRequest(url: URL(string: "\(url.absoluteString)?n=\(n)")!)).0.count
+        }
     }
     var fields = tally.fields
     if let before, let after = allocationCount() { fields["allocations"] = after - before }
