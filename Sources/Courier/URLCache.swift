@@ -280,10 +280,14 @@ open class URLCache: NSObject, @unchecked Sendable {
     /// method is not `GET`.
     static func key(for request: URLRequest) -> String? {
         guard (request.httpMethod ?? "GET") == "GET", let url = request.url else { return nil }
-        let text = url.absoluteString
-        // In an absolute URL string, "#" can only start the fragment.
-        if let hash = text.firstIndex(of: "#") { return String(text[..<hash]) }
-        return text
+        var text = url.absoluteString
+        // In an absolute URL string, "#" can only start the fragment. Searched in the UTF-8
+        // bytes (a search by Character took 14,000 instructions for a 37-byte URL, twice a
+        // request).
+        return text.withUTF8 { bytes in
+            guard let hash = bytes.firstIndex(of: UInt8(ascii: "#")) else { return nil }
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[..<hash]), as: UTF8.self)
+        } ?? text
     }
 
     /// What an entry counts for against the capacities: its body's bytes, plus its header

@@ -7,8 +7,9 @@
 // second one made from that data.
 //
 //   <client> w1 URL COUNT                sequential GETs on one keep-alive connection
-//   <client> w1shared|w1default URL COUNT  the same by URLSession.shared, or a session of the
-//                                        default configuration (both with the shared cache)
+//   <client> w1shared|w1default|w1ephemeral URL COUNT  the same by URLSession.shared, or a
+//                                        session of the default configuration (both with the
+//                                        shared cache), or of the ephemeral one
 //   <client> w2 URL COUNT CONCURRENCY    COUNT GETs, CONCURRENCY in flight
 //   <client> w2t URL COUNT CONCURRENCY   the same, each GET in a child task of its own
 //   <client> w3 URL SINK                 one download to SINK ("discard" or a file path)
@@ -244,13 +245,15 @@ case "bytes", "lines":
     }
     emit(["requests": 1, "seconds": seconds(ContinuousClock.now - start), readsLines ? "lines" : "bytes": count])
 #endif
-case "w1", "w4", "w1shared", "w1default":
+case "w1", "w4", "w1shared", "w1default", "w1ephemeral":
     let count = Int(arguments[3]) ?? 1000
     // w1shared: URLSession.shared, as most code calls it, the shared cache included; w1default:
-    // a session of the default configuration (the same cache). Not run.py workloads.
+    // a session of the default configuration (the same cache); w1ephemeral: of the ephemeral
+    // one (a cache in memory of its own). Not run.py workloads.
     let session = switch arguments[1] {
     case "w1shared": URLSession.shared
     case "w1default": URLSession(configuration: .default)
+    case "w1ephemeral": URLSession(configuration: .ephemeral)
     default: session
     }
     // One request outside the measurement, to open the connection.
