@@ -55,18 +55,21 @@ extension BackgroundDaemon {
         outbound.async { client.send(pending) }
     }
 
-    /// The interval is over: the waiting progress goes. Runs on `outbound`, so whatever is
-    /// queued after the pending message was taken goes after it.
+    /// The interval is over: the waiting progress goes, queued under the lock like every
+    /// other message, so it goes after whatever was queued before it was taken. (Sent from
+    /// this block instead, it overtook a merged message queued after this block was: a total
+    /// arrived before a smaller one.) A flush that finds the last message sent too recently
+    /// (another sent it meanwhile) waits for the rest of the interval.
     private func flushDueProgress(of id: Int) {
-        let due = state.withLock { state -> (FrameSocket, DaemonMessage)? in
-            guard state.progress[id] != nil else { return nil }
+        state.withLock { state in
+            guard let gate = state.progress[id] else { return }
+            if gate.pending != nil, let last = gate.lastSent, DispatchTime.now() < last + Self.progressInterval {
+                outbound.asyncAfter(deadline: last + Self.progressInterval) { [self] in flushDueProgress(of: id) }
+                return
+            }
             state.progress[id]?.flushScheduled = false
-            guard let pending = state.progress[id]?.pending, let client = state.client else { return nil }
-            state.progress[id]?.pending = nil
-            state.progress[id]?.lastSent = .now()
-            return (client, pending)
+            flushProgress(of: id, in: &state)
         }
-        if let (client, message) = due { client.send(message) }
     }
 }
 
