@@ -21,28 +21,21 @@ extension BackgroundDaemon {
         state.withLock { state in
             guard let client = state.client else { return }
             var gate = state.progress[id] ?? ProgressGate()
-            var combined = message
-            if let pending = gate.pending {
-                if let merged = pending.merging(message) {
-                    combined = merged
-                } else {
-                    outbound.async { client.send(pending) }
-                }
-                gate.pending = nil
-            }
-            let now = DispatchTime.now()
-            if let last = gate.lastSent, now < last + Self.progressInterval {
-                gate.pending = combined
-                if !gate.flushScheduled {
-                    gate.flushScheduled = true
-                    outbound.asyncAfter(deadline: last + Self.progressInterval) { [self] in flushDueProgress(of: id) }
-                }
+            if let pending = gate.pending, let merged = pending.merging(message) {
+                gate.pending = merged
             } else {
-                gate.lastSent = now
-                let due = combined
-                outbound.async { client.send(due) }
+                // (Never of another kind in practice: a task's progress is all wrote or all sent.)
+                if let pending = gate.pending { outbound.async { client.send(pending) } }
+                gate.pending = message
             }
             state.progress[id] = gate
+            if let last = gate.lastSent, DispatchTime.now() < last + Self.progressInterval {
+                guard !gate.flushScheduled else { return }
+                state.progress[id]?.flushScheduled = true
+                outbound.asyncAfter(deadline: last + Self.progressInterval) { [self] in flushDueProgress(of: id) }
+            } else {
+                flushProgress(of: id, in: &state)
+            }
         }
     }
 

@@ -39,8 +39,9 @@ extension CacheRecord {
         return String(decoding: json, as: UTF8.self)
     }
 
-    /// UTF-8 `bytes` as a JSON string, escaped as `JSONEncoder` escapes (quote, backslash,
-    /// solidus, and the controls; a valid field value holds no control but HTAB).
+    /// UTF-8 `bytes` of a valid field or a base64 text as a JSON string, escaped as
+    /// `JSONEncoder` escapes: quote, backslash, solidus, and HTAB, the one control a valid
+    /// field value may hold.
     private static func appendJSONString(_ bytes: some Collection<UInt8>, to json: inout [UInt8]) {
         json.append(UInt8(ascii: "\""))
         for byte in bytes {
@@ -50,11 +51,6 @@ extension CacheRecord {
                 json.append(byte)
             case UInt8(ascii: "\t"):
                 json.append(contentsOf: #"\t"#.utf8)
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                json.append(contentsOf: #"\u00"#.utf8)
-                json.append(hex[Int(byte >> 4)])
-                json.append(hex[Int(byte & 0xF)])
             default:
                 json.append(byte)
             }
@@ -79,7 +75,7 @@ extension CacheRecord {
         }
         // The usual case: every row a name and a value, which the reader put in `storage` one
         // after the other, as HTTPFields keeps them.
-        guard read.strings.count == 2 * read.ends.count, read.ends.enumerated().allSatisfy({ $0.element == 2 * ($0.offset + 1) }) else {
+        guard read.ends.enumerated().allSatisfy({ $0.element == 2 * ($0.offset + 1) }) else {
             return fields(read.ends.indices.map { row in
                 read.strings[(row == 0 ? 0 : read.ends[row - 1])..<read.ends[row]].map { Array(storage[$0]) }
             })
